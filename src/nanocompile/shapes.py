@@ -74,34 +74,34 @@ def binary(op: str, lhs: Labeled, rhs: Labeled) -> TensorSpec:
     _same(op, lhs, rhs)
     allowed = FLOAT_DTYPES if op == "div" else NUMERIC_DTYPES
     what = "a float tensor" if op == "div" else "a numeric tensor"
-    _require_dtype(f"{op} operand {lhs[0]}", lhs[1], allowed, what)
+    _require_dtype(f"{op} {lhs[0]}", lhs[1], allowed, what)
     return lhs[1]
 
 
 def less_equal(lhs: Labeled, rhs: Labeled) -> TensorSpec:
     _same("less_equal", lhs, rhs)
-    _require_dtype(f"less_equal operand {lhs[0]}", lhs[1], NUMERIC_DTYPES, "a numeric tensor")
+    _require_dtype(f"less_equal {lhs[0]}", lhs[1], NUMERIC_DTYPES, "a numeric tensor")
     return TensorSpec("bool", lhs[1].shape)
 
 
 def where(cond: Labeled, a: Labeled, b: Labeled) -> TensorSpec:
-    _require_dtype(f"where condition {cond[0]}", cond[1], frozenset({"bool"}), "bool")
+    _require_dtype(f"where {cond[0]}", cond[1], frozenset({"bool"}), "bool")
     _same("where", a, b)
     if cond[1].shape != a[1].shape:
         raise ShapeError(
-            f"where: shapes of condition {cond[0]} {shape_text(cond[1].shape)} and "
+            f"where: shapes of {cond[0]} {shape_text(cond[1].shape)} and "
             f"{a[0]} {shape_text(a[1].shape)} differ"
         )
-    _require_dtype(f"where operand {a[0]}", a[1], NUMERIC_DTYPES, "a numeric tensor")
+    _require_dtype(f"where {a[0]}", a[1], NUMERIC_DTYPES, "a numeric tensor")
     return a[1]
 
 
 def unary(op: str, x: Labeled) -> TensorSpec:
     """``neg`` (numeric); ``exp sqrt reciprocal sin cos`` (float only)."""
     if op == "neg":
-        _require_dtype(f"neg operand {x[0]}", x[1], NUMERIC_DTYPES, "a numeric tensor")
+        _require_dtype(f"neg {x[0]}", x[1], NUMERIC_DTYPES, "a numeric tensor")
     else:
-        _require_dtype(f"{op} operand {x[0]}", x[1], FLOAT_DTYPES, "a float tensor")
+        _require_dtype(f"{op} {x[0]}", x[1], FLOAT_DTYPES, "a float tensor")
     return x[1]
 
 
@@ -116,7 +116,7 @@ def cast(x: Labeled, dtype: str) -> TensorSpec:
 
 
 def reduce(op: str, x: Labeled, axis: int) -> TensorSpec:
-    _require_dtype(f"{op} operand {x[0]}", x[1], NUMERIC_DTYPES, "a numeric tensor")
+    _require_dtype(f"{op} {x[0]}", x[1], NUMERIC_DTYPES, "a numeric tensor")
     ax = _normalize_axis(axis, x[1].rank, x[0])
     shape = list(x[1].shape)
     shape[ax] = Expr.const(1)
@@ -202,7 +202,7 @@ def concat(xs: Sequence[Labeled], axis: int) -> TensorSpec:
 
 def matmul(lhs: Labeled, rhs: Labeled) -> TensorSpec:
     (la, a), (lb, b) = lhs, rhs
-    _require_dtype(f"matmul operand {la}", a, FLOAT_DTYPES, "a float tensor")
+    _require_dtype(f"matmul {la}", a, FLOAT_DTYPES, "a float tensor")
     if a.dtype != b.dtype:
         raise ShapeError(f"matmul: dtypes of {la} ({a.dtype}) and {lb} ({b.dtype}) differ")
     if a.rank < 2 or a.rank != b.rank:
@@ -223,7 +223,7 @@ def matmul(lhs: Labeled, rhs: Labeled) -> TensorSpec:
 
 
 def gather(table: Labeled, ids: Labeled) -> TensorSpec:
-    _require_dtype(f"gather ids {ids[0]}", ids[1], INT_DTYPES, "an integer tensor")
+    _require_dtype(f"gather {ids[0]}", ids[1], INT_DTYPES, "an integer tensor")
     if table[1].rank < 1:
         raise ShapeError(f"gather: table {table[0]} must have rank >= 1")
     return TensorSpec(table[1].dtype, (*ids[1].shape, *table[1].shape[1:]))

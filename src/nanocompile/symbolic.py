@@ -71,7 +71,7 @@ class Expr:
     def sym(name: str) -> Expr:
         if not _IDENT.fullmatch(name):
             raise ExprSyntaxError(f"'{name}' is not a valid symbol name")
-        return Expr((((((name, 1),), 1),)))
+        return Expr(((((name, 1),), 1),))
 
     @staticmethod
     def lift(value: ExprLike) -> Expr:

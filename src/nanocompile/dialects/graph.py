@@ -22,8 +22,8 @@ is no implicit broadcasting.
 
 Primitive syntax (one custom form shared by all primitives):
 ``graph.<op> operands [positional] [key = value, ...] [attr-dict] : types``
-where ``types`` is ``T`` when every operand has the result's type, else
-``T0 -> R`` for one operand and ``(T0, T1, ...) -> R`` for several.
+where ``types`` is ``T`` when every operand has the result's type, ``T -> R``
+when every operand has type ``T``, else ``(T0, T1, ...) -> R``.
 """
 
 from __future__ import annotations
@@ -52,6 +52,12 @@ from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from nanocompile import shapes
+from nanocompile.dialects.syntax import (
+    parse_dim_expr,
+    parse_scalar,
+    values_from_list,
+    values_text,
+)
 from nanocompile.dtypes import DTYPES, numpy_dtype
 from nanocompile.shapes import Labeled, ShapeError, TensorSpec
 from nanocompile.symbolic import Expr, ExprLike
@@ -59,41 +65,6 @@ from nanocompile.symbolic import Expr, ExprLike
 # --------------------------------------------------------------------------
 # Attributes and types
 # --------------------------------------------------------------------------
-
-
-def parse_dim_expr(parser: AttrParser) -> Expr:
-    """``expr := term (('+' | '-') term)*``, ``term := factor ('*' factor)*``."""
-    e = _parse_dim_term(parser)
-    while True:
-        if parser.parse_optional_punctuation("+") is not None:
-            e = e + _parse_dim_term(parser)
-        elif parser.parse_optional_punctuation("-") is not None:
-            e = e - _parse_dim_term(parser)
-        else:
-            return e
-
-
-def _parse_dim_term(parser: AttrParser) -> Expr:
-    e = _parse_dim_factor(parser)
-    while parser.parse_optional_punctuation("*") is not None:
-        e = e * _parse_dim_factor(parser)
-    return e
-
-
-def _parse_dim_factor(parser: AttrParser) -> Expr:
-    if parser.parse_optional_punctuation("-") is not None:
-        return -_parse_dim_factor(parser)
-    if parser.parse_optional_punctuation("(") is not None:
-        e = parse_dim_expr(parser)
-        parser.parse_punctuation(")")
-        return e
-    k = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
-    if k is not None:
-        return Expr.const(k)
-    name = parser.parse_optional_identifier()
-    if name is None:
-        parser.raise_error("expected a shape expression (integer, symbol or '(')")
-    return Expr.sym(name)
 
 
 @irdl_attr_definition
@@ -110,48 +81,6 @@ class DimAttr(Data[Expr]):
     def print_parameter(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
             printer.print_string(str(self.data))
-
-
-def _format_scalar(value: object, dtype: str) -> str:
-    if dtype == "bool":
-        return "true" if value else "false"
-    if dtype != "f32":
-        return str(int(value))  # type: ignore[call-overload]
-    f = float(value)  # type: ignore[arg-type]
-    if np.isnan(f):
-        return "nan"
-    if np.isinf(f):
-        return "inf" if f > 0 else "-inf"
-    text = repr(f)
-    mantissa, _, exponent = text.partition("e")
-    if "." not in mantissa:
-        mantissa += ".0"
-    return mantissa + ("e" + exponent if exponent else "")
-
-
-def _parse_scalar(parser: AttrParser) -> float | int | bool:
-    if (b := parser.parse_optional_boolean()) is not None:
-        return b
-    negative = parser.parse_optional_punctuation("-") is not None
-    if parser.parse_optional_keyword("inf") is not None:
-        return -np.inf if negative else np.inf
-    if parser.parse_optional_keyword("nan") is not None:
-        return np.nan
-    value = parser.parse_optional_number()
-    if value is None:
-        parser.raise_error("expected a number, 'inf', 'nan', 'true' or 'false'")
-    return -value if negative else value
-
-
-def _values_text(dtype: str, raw: bytes) -> str:
-    arr = np.frombuffer(raw, dtype=numpy_dtype(dtype))
-    return "[" + ", ".join(_format_scalar(v, dtype) for v in arr) + "]"
-
-
-def _values_from_list(dtype: str, values: Sequence[float | int | bool]) -> bytes:
-    if dtype == "bf16":
-        raise ValueError("constants cannot be bf16 (a storage type)")
-    return np.asarray(values, dtype=numpy_dtype(dtype)).tobytes()
 
 
 @irdl_attr_definition
@@ -173,14 +102,14 @@ class ElementsAttr(Data[tuple[str, bytes]]):
                 parser.raise_error(f"expected a constant dtype, got '{dtype}'")
             parser.parse_punctuation(":")
             values = parser.parse_comma_separated_list(
-                parser.Delimiter.SQUARE, lambda: _parse_scalar(parser)
+                parser.Delimiter.SQUARE, lambda: parse_scalar(parser)
             )
-            return dtype, _values_from_list(dtype, values)
+            return dtype, values_from_list(dtype, values)
 
     def print_parameter(self, printer: Printer) -> None:
         dtype, raw = self.data
         with printer.in_angle_brackets():
-            printer.print_string(f"{dtype}: {_values_text(dtype, raw)}")
+            printer.print_string(f"{dtype}: {values_text(dtype, raw)}")
 
     @staticmethod
     def from_array(array: np.ndarray, dtype: str) -> ElementsAttr:
@@ -301,7 +230,7 @@ class GraphPrimitiveOp(IRDLOperation):
         roles = self.ROLES
         out = []
         for i, v in enumerate(self.operands):
-            role = roles[i] if i < len(roles) else f"{roles[-1]} #{i}"
+            role = roles[i] if i < len(roles) else f"operand #{i}"
             out.append((_label(role, v), tensor_spec(v)))
         return out
 
@@ -385,7 +314,7 @@ def _print_types(printer: Printer, operand_types: list[Attribute], result: Attri
     if all(t == result for t in operand_types):
         printer.print_attribute(result)
         return
-    if len(operand_types) == 1:
+    if all(t == operand_types[0] for t in operand_types):
         printer.print_attribute(operand_types[0])
     else:
         printer.print_string("(")
@@ -404,7 +333,7 @@ def _parse_types(parser: Parser, n_operands: int) -> tuple[list[Attribute], Attr
     else:
         first = parser.parse_type()
         if parser.parse_optional_punctuation("->") is not None:
-            types, result = [first], parser.parse_type()
+            types, result = [first] * max(n_operands, 1), parser.parse_type()
         else:
             types, result = [first] * n_operands, first
     if len(types) != n_operands:
@@ -865,7 +794,8 @@ class SliceOp(GraphPrimitiveOp):
     axis = prop_def(IntAttr)
     start = prop_def(DimAttr)
     stop = prop_def(DimAttr)
-    PROPS: ClassVar[tuple[tuple[str, str], ...]] = (("axis", "int"), ("start", "dim"), ("stop", "dim"))
+    PROPS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("axis", "int"), ("start", "dim"), ("stop", "dim"))
 
     def __init__(self, operand: SSAValue, axis: int, start: ExprLike, stop: ExprLike) -> None:
         spec = shapes.slice_(("operand", tensor_spec(operand)), axis, start, stop)
@@ -893,6 +823,7 @@ class ConcatOp(GraphPrimitiveOp):
     result = result_def(TensorType)
     axis = prop_def(IntAttr)
     PROPS: ClassVar[tuple[tuple[str, str], ...]] = (("axis", "int"),)
+    ROLES: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, inputs: Sequence[SSAValue], axis: int) -> None:
         labeled = [(f"operand #{i}", tensor_spec(v)) for i, v in enumerate(inputs)]

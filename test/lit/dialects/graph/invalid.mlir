@@ -1,0 +1,290 @@
+// One case per verifier error of the graph dialect (spec §2.2).
+// RUN: nc-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+// shape mismatch
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 896], f32>
+  %y = graph.input "y" : !graph.tensor<[seq, 64], f32>
+  %z = graph.add %x, %y : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[seq, 64], f32>) -> !graph.tensor<[seq, 896], f32>
+  graph.return
+}
+// CHECK: error: graph.add: shapes of lhs %x [seq, 896] and rhs %y [seq, 64] differ
+
+// -----
+
+// symbolic shape mismatch
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 64], f32>
+  %y = graph.input "y" : !graph.tensor<[past, 64], f32>
+  %z = graph.mul %x, %y : (!graph.tensor<[seq, 64], f32>, !graph.tensor<[past, 64], f32>) -> !graph.tensor<[seq, 64], f32>
+  graph.return
+}
+// CHECK: error: graph.mul: shapes of lhs %x [seq, 64] and rhs %y [past, 64] differ
+
+// -----
+
+// dtype mismatch
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[4], f32>
+  %y = graph.input "y" : !graph.tensor<[4], i32>
+  %z = graph.sub %x, %y : (!graph.tensor<[4], f32>, !graph.tensor<[4], i32>) -> !graph.tensor<[4], f32>
+  graph.return
+}
+// CHECK: error: graph.sub: dtypes of lhs %x (f32) and rhs %y (i32) differ
+
+// -----
+
+// float-only op on ints
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[4], i64>
+  %z = graph.exp %x : !graph.tensor<[4], i64>
+  graph.return
+}
+// CHECK: error: graph.exp operand %x must be a float tensor, got i64
+
+// -----
+
+// div on ints
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[4], i32>
+  %z = graph.div %x, %x : !graph.tensor<[4], i32>
+  graph.return
+}
+// CHECK: error: graph.div lhs %x must be a float tensor, got i32
+
+// -----
+
+// arithmetic on bool
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[4], bool>
+  %z = graph.add %x, %x : !graph.tensor<[4], bool>
+  graph.return
+}
+// CHECK: error: graph.add lhs %x must be a numeric tensor, got bool
+
+// -----
+
+// where cond not bool
+graph.func @f {
+  %c = graph.input "c" : !graph.tensor<[4], i64>
+  %x = graph.input "x" : !graph.tensor<[4], f32>
+  %z = graph.where %c, %x, %x : (!graph.tensor<[4], i64>, !graph.tensor<[4], f32>, !graph.tensor<[4], f32>) -> !graph.tensor<[4], f32>
+  graph.return
+}
+// CHECK: error: graph.where condition %c must be bool, got i64
+
+// -----
+
+// where cond shape
+graph.func @f {
+  %c = graph.input "c" : !graph.tensor<[3], bool>
+  %x = graph.input "x" : !graph.tensor<[4], f32>
+  %z = graph.where %c, %x, %x : (!graph.tensor<[3], bool>, !graph.tensor<[4], f32>, !graph.tensor<[4], f32>) -> !graph.tensor<[4], f32>
+  graph.return
+}
+// CHECK: error: graph.where: shapes of condition %c [3] and lhs %x [4] differ
+
+// -----
+
+// axis out of range
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 896], f32>
+  %z = graph.reduce_sum %x axis = 2 : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 1], f32>
+  graph.return
+}
+// CHECK: error: graph.reduce_sum: axis 2 is out of range for operand %x of rank 2
+
+// -----
+
+// reshape count
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 896], f32>
+  %z = graph.reshape %x : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 14, 60], f32>
+  graph.return
+}
+// CHECK: error: graph.reshape of operand %x: element count of [seq, 896] (896*seq) differs from [seq, 14, 60] (840*seq)
+
+// -----
+
+// permute not a permutation
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[2, 3, 4], f32>
+  %z = graph.permute %x perm = [0, 2, 2] : !graph.tensor<[2, 3, 4], f32> -> !graph.tensor<[2, 4, 4], f32>
+  graph.return
+}
+// CHECK: error: graph.permute of operand %x: [0, 2, 2] is not a permutation of range(3)
+
+// -----
+
+// broadcast of a non-1 dim
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 2], f32>
+  %z = graph.broadcast %x : !graph.tensor<[seq, 2], f32> -> !graph.tensor<[seq, 896], f32>
+  graph.return
+}
+// CHECK: error: graph.broadcast of operand %x: dim 1 of size 2 is neither 1 nor 896
+
+// -----
+
+// broadcast rank
+graph.func @f {
+  %s = graph.input "s" : !graph.tensor<[seq], f32>
+  %x = graph.input "x" : !graph.tensor<[896], f32>
+  %z = graph.broadcast %x : !graph.tensor<[896], f32> -> !graph.tensor<[seq, 896], f32>
+  graph.return
+}
+// CHECK: error: graph.broadcast of operand %x: rank 1 [896] differs from target rank 2 [seq, 896]
+
+// -----
+
+// slice stop past the end
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 896], f32>
+  %z = graph.slice %x axis = 0, start = seq, stop = seq + 1 : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[1, 896], f32>
+  graph.return
+}
+// CHECK: error: graph.slice of operand %x: bounds [seq, seq + 1) do not fit axis 0 of size seq (size - stop = -1 < 0)
+
+// -----
+
+// slice start after stop
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[8, 896], f32>
+  %z = graph.slice %x axis = 0, start = 5, stop = 3 : !graph.tensor<[8, 896], f32> -> !graph.tensor<[-2, 896], f32>
+  graph.return
+}
+// CHECK: error: graph.slice of operand %x: bounds [5, 3) do not fit axis 0 of size 8 (stop - start = -2 < 0)
+
+// -----
+
+// concat off-axis mismatch
+graph.func @f {
+  %a = graph.input "a" : !graph.tensor<[2, past, 64], f32>
+  %b = graph.input "b" : !graph.tensor<[2, seq, 32], f32>
+  %z = graph.concat %a, %b axis = 1 : (!graph.tensor<[2, past, 64], f32>, !graph.tensor<[2, seq, 32], f32>) -> !graph.tensor<[2, past + seq, 64], f32>
+  graph.return
+}
+// CHECK: error: graph.concat along axis 1: dim 2 of operand #0 %a (64) and operand #1 %b (32) differ
+
+// -----
+
+// matmul inner dim
+graph.func @f {
+  %a = graph.input "a" : !graph.tensor<[seq, 896], f32>
+  %b = graph.weight "b" : !graph.tensor<[128, 896], f32>
+  %z = graph.matmul %a, %b : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[128, 896], f32>) -> !graph.tensor<[seq, 896], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul: inner dims differ: lhs %a [seq, 896] has K = 896, rhs %b [128, 896] has K = 128
+
+// -----
+
+// matmul rank
+graph.func @f {
+  %a = graph.input "a" : !graph.tensor<[14, seq, 64], f32>
+  %b = graph.weight "b" : !graph.tensor<[64, 64], f32>
+  %z = graph.matmul %a, %b : (!graph.tensor<[14, seq, 64], f32>, !graph.tensor<[64, 64], f32>) -> !graph.tensor<[14, seq, 64], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul: ranks of lhs %a (3) and rhs %b (2) must be equal and >= 2
+
+// -----
+
+// matmul batch
+graph.func @f {
+  %a = graph.input "a" : !graph.tensor<[14, seq, 64], f32>
+  %b = graph.input "b" : !graph.tensor<[2, 64, seq], f32>
+  %z = graph.matmul %a, %b : (!graph.tensor<[14, seq, 64], f32>, !graph.tensor<[2, 64, seq], f32>) -> !graph.tensor<[14, seq, seq], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul: batch dims of lhs %a [14] and rhs %b [2] differ
+
+// -----
+
+// gather with non-integer ids
+graph.func @f {
+  %t = graph.weight "t" : !graph.tensor<[100, 8], f32>
+  %i = graph.input "i" : !graph.tensor<[seq], f32>
+  %z = graph.gather %t, %i : (!graph.tensor<[100, 8], f32>, !graph.tensor<[seq], f32>) -> !graph.tensor<[seq, 8], f32>
+  graph.return
+}
+// CHECK: error: graph.gather ids %i must be an integer tensor, got f32
+
+// -----
+
+// unbound symbol
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 896], f32>
+  %i = graph.iota axis = 0 : !graph.tensor<[past], i64>
+  graph.return
+}
+// CHECK: error: graph.iota: symbol 'past' in %i is not bound by any graph.input (bound: ['seq'])
+
+// -----
+
+// unbound symbol in a property
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq], i64>
+  %d = graph.dim past : !graph.tensor<[], i64>
+  graph.return
+}
+// CHECK: error: graph.dim: symbol 'past' in %d is not bound by any graph.input (bound: ['seq'])
+
+// -----
+
+// declared result type differs
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 896], f32>
+  %z = graph.reduce_max %x axis = 1 : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 896], f32>
+  graph.return
+}
+// CHECK: error: graph.reduce_max: declared result type %z [seq, 896] f32 differs from inferred type [seq, 1] f32
+
+// -----
+
+// symbolic weight
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq], i64>
+  %w = graph.weight "w" : !graph.tensor<[seq, 4], f32>
+  graph.return
+}
+// CHECK: error: graph.weight 'w' must have a concrete shape, got symbolic dims ['seq']
+
+// -----
+
+// bf16 is storage only
+graph.func @f {
+  %w = graph.weight "w" : !graph.tensor<[4], bf16>
+  %z = graph.cast %w : !graph.tensor<[4], bf16> -> !graph.tensor<[4], i32>
+  graph.return
+}
+// CHECK: error: graph.cast: bf16 operand %w can only be cast to f32, not i32
+
+// -----
+
+// const value count
+graph.func @f {
+  %c = graph.const #graph.elements<f32: [1.0, 2.0]> : !graph.tensor<[3], f32>
+  graph.return
+}
+// CHECK: error: graph.const: 2 values for a result of 3 elements ([3] f32)
+
+// -----
+
+// duplicate input names
+graph.func @f {
+  %a = graph.input "x" : !graph.tensor<[4], f32>
+  %b = graph.input "x" : !graph.tensor<[4], f32>
+  graph.return
+}
+// CHECK: error: graph.func @f: input names ['x'] are not unique
+
+// -----
+
+// use before definition
+graph.func @f {
+  %z = graph.neg %x : !graph.tensor<[4], f32>
+  %x = graph.input "x" : !graph.tensor<[4], f32>
+  graph.return
+}
+// CHECK: error: graph.neg: %x is used before it is defined
