@@ -232,55 +232,62 @@ def product(dims: tuple[Expr, ...] | list[Expr]) -> Expr:
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_.$]*)|(.))")
 
 
-def parse_expr(text: str) -> Expr:
-    """Parse ``expr := term (('+'|'-') term)*``, ``term := factor ('*' factor)*``,
+class _ExprParser:
+    """``expr := term (('+'|'-') term)*``, ``term := factor ('*' factor)*``,
     ``factor := INT | SYMBOL | '(' expr ')' | '-' factor``."""
-    tokens: list[str] = []
-    for m in _TOKEN.finditer(text):
-        if m.group(0).strip():
-            tokens.append(m.group(1) or m.group(2) or m.group(3))
-    pos = 0
 
-    def peek() -> str | None:
-        return tokens[pos] if pos < len(tokens) else None
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = [m.group(1) or m.group(2) or m.group(3)
+                       for m in _TOKEN.finditer(text) if m.group(0).strip()]
+        self.pos = 0
 
-    def take() -> str:
-        nonlocal pos
-        if pos >= len(tokens):
-            raise ExprSyntaxError(f"unexpected end of shape expression '{text}'")
-        pos += 1
-        return tokens[pos - 1]
+    def error(self, what: str) -> ExprSyntaxError:
+        return ExprSyntaxError(f"{what} in shape expression '{self.text}'")
 
-    def factor() -> Expr:
-        tok = take()
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> str:
+        if self.pos >= len(self.tokens):
+            raise self.error("unexpected end")
+        self.pos += 1
+        return self.tokens[self.pos - 1]
+
+    def factor(self) -> Expr:
+        tok = self.take()
         if tok == "-":
-            return -factor()
+            return -self.factor()
         if tok == "(":
-            e = expr()
-            if take() != ")":
-                raise ExprSyntaxError(f"expected ')' in shape expression '{text}'")
+            e = self.expr()
+            if self.take() != ")":
+                raise self.error("expected ')'")
             return e
         if tok.isdigit():
             return Expr.const(int(tok))
         if _IDENT.fullmatch(tok):
             return Expr.sym(tok)
-        raise ExprSyntaxError(f"unexpected '{tok}' in shape expression '{text}'")
+        raise self.error(f"unexpected '{tok}'")
 
-    def term() -> Expr:
-        e = factor()
-        while peek() == "*":
-            take()
-            e = e * factor()
+    def term(self) -> Expr:
+        e = self.factor()
+        while self.peek() == "*":
+            self.take()
+            e = e * self.factor()
         return e
 
-    def expr() -> Expr:
-        e = term()
-        while peek() in ("+", "-"):
-            op = take()
-            e = e + term() if op == "+" else e - term()
+    def expr(self) -> Expr:
+        e = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()
+            e = e + self.term() if op == "+" else e - self.term()
         return e
 
-    result = expr()
-    if pos != len(tokens):
-        raise ExprSyntaxError(f"unexpected '{tokens[pos]}' in shape expression '{text}'")
+
+def parse_expr(text: str) -> Expr:
+    """Parse the text of a shape expression (``past + seq``, ``14*seq``, ``seq - 1``)."""
+    parser = _ExprParser(text)
+    result = parser.expr()
+    if parser.pos != len(parser.tokens):
+        raise parser.error(f"unexpected '{parser.tokens[parser.pos]}'")
     return result

@@ -1,0 +1,134 @@
+"""Running a Qwen2 graph with a KV cache, on any backend.
+
+A backend is anything with ``run(inputs) -> outputs`` over the graph
+signature of ``nanocompile.models.qwen2``. The engine owns the cache: a
+preallocated ``[layers, kv_heads, capacity, head_dim]`` pair of arrays whose
+first ``length`` positions are passed as ``past_keys``/``past_values``; the
+graph's new ``keys``/``values`` are appended after each call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from nanocompile.checkpoint.config import Qwen2Config
+from nanocompile.checkpoint.snapshot import Snapshot
+
+
+class Backend(Protocol):
+    """Runs one compiled (or interpreted) graph."""
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+class CacheFullError(ValueError):
+    """The KV cache has no room for the tokens of a step."""
+
+
+class F32Weights(Mapping[str, np.ndarray]):
+    """A snapshot's weights widened exactly to f32 on first use, then kept."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._cache:
+            if name not in self.snapshot.expected_tensors():
+                raise KeyError(name)
+            self._cache[name] = np.ascontiguousarray(self.snapshot.f32(name))
+        return self._cache[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.snapshot.expected_tensors())
+
+    def __len__(self) -> int:
+        return len(self.snapshot.expected_tensors())
+
+
+@dataclass
+class KVCache:
+    """Keys (post-RoPE) and values of the tokens seen so far."""
+
+    keys: np.ndarray
+    values: np.ndarray
+    length: int = 0
+
+    @staticmethod
+    def empty(cfg: Qwen2Config, capacity: int, layers: int | None = None) -> KVCache:
+        n = cfg.num_hidden_layers if layers is None else layers
+        shape = (n, cfg.num_key_value_heads, capacity, cfg.head_dim)
+        return KVCache(np.zeros(shape, np.float32), np.zeros(shape, np.float32))
+
+    @property
+    def capacity(self) -> int:
+        return self.keys.shape[2]
+
+    def past(self) -> tuple[np.ndarray, np.ndarray]:
+        n = self.length
+        return (np.ascontiguousarray(self.keys[:, :, :n]),
+                np.ascontiguousarray(self.values[:, :, :n]))
+
+    def append(self, keys: np.ndarray, values: np.ndarray) -> None:
+        seq = keys.shape[2]
+        if self.length + seq > self.capacity:
+            raise CacheFullError(
+                f"KV cache full: {self.length} + {seq} tokens exceed its capacity "
+                f"{self.capacity}"
+            )
+        self.keys[:, :, self.length:self.length + seq] = keys
+        self.values[:, :, self.length:self.length + seq] = values
+        self.length += seq
+
+
+@dataclass
+class Engine:
+    """A Qwen2 model on one backend: logits for token ids, with or without a cache."""
+
+    config: Qwen2Config
+    backend: Backend
+    layers: int | None = None
+    timings: list[float] = field(default_factory=list)
+
+    def new_cache(self, capacity: int) -> KVCache:
+        return KVCache.empty(self.config, capacity, self.layers)
+
+    def forward(self, token_ids: Sequence[int] | np.ndarray,
+                cache: KVCache | None = None) -> np.ndarray:
+        """Logits ``[seq, vocab]`` (or ``[1, vocab]`` for a last-only graph) for
+        ``token_ids`` following the cache's tokens; the cache is extended."""
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
+        if cache is None:
+            cache = self.new_cache(len(ids))
+        if cache.length + len(ids) > cache.capacity:
+            raise CacheFullError(
+                f"KV cache full: {cache.length} + {len(ids)} tokens exceed its capacity "
+                f"{cache.capacity}"
+            )
+        past_keys, past_values = cache.past()
+        out = self.backend.run({"token_ids": ids, "past_keys": past_keys,
+                                "past_values": past_values})
+        cache.append(out["keys"], out["values"])
+        return out["logits"]
+
+    def greedy(self, prompt_ids: Sequence[int], n_tokens: int,
+               cached: bool = True) -> list[int]:
+        """``n_tokens`` argmax tokens after the prompt (with the cache, or by
+        recomputing the whole sequence each step)."""
+        ids = list(prompt_ids)
+        out: list[int] = []
+        cache = self.new_cache(len(ids) + n_tokens) if cached else None
+        step_ids = ids
+        for _ in range(n_tokens):
+            if cached:
+                logits = self.forward(step_ids, cache)
+            else:
+                logits = self.forward(ids + out)
+            token = int(np.argmax(logits[-1]))
+            out.append(token)
+            step_ids = [token]
+        return out

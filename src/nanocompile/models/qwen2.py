@@ -1,0 +1,130 @@
+"""Qwen2 as a Graph dialect program (spec §2.3), from any Qwen2 ``config.json``.
+
+One graph serves prefill (``past = 0``) and every decode step (``seq = 1``):
+
+    inputs   token_ids   i64[seq]
+             past_keys   f32[layers, kv_heads, past, head_dim]   (post-RoPE)
+             past_values f32[layers, kv_heads, past, head_dim]
+    outputs  logits      f32[seq, vocab]   ([1, vocab] with last_only)
+             keys        f32[layers, kv_heads, seq, head_dim]    (new tokens only)
+             values      f32[layers, kv_heads, seq, head_dim]
+
+Weights are ``graph.weight`` nodes named as in the HF checkpoint. With tied
+embeddings the LM head reads the embedding (one weight node, read twice);
+untied configs get ``lm_head.weight``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ModuleOp
+
+from nanocompile.checkpoint.config import Qwen2Config
+from nanocompile.frontend import composites as C
+from nanocompile.frontend.tensor import GraphBuilder, Tensor, concat, gather
+from nanocompile.symbolic import Expr
+
+SEQ, PAST = Expr.sym("seq"), Expr.sym("past")
+
+
+@dataclass(frozen=True)
+class Qwen2GraphOptions:
+    """What to build: how many layers (default: all) and whether only the last
+    position's logits are computed."""
+
+    n_layers: int | None = None
+    last_only: bool = False
+    name: str = "qwen2"
+
+
+@dataclass
+class _Context:
+    gb: GraphBuilder
+    cfg: Qwen2Config
+    cos: Tensor
+    sin: Tensor
+    mask: Tensor
+    past_keys: Tensor
+    past_values: Tensor
+
+
+def _w(ctx: _Context, name: str, *shape: int) -> Tensor:
+    return ctx.gb.weight(name, list(shape))
+
+
+def _attention(ctx: _Context, i: int, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    cfg, p = ctx.cfg, f"model.layers.{i}.self_attn"
+    d, nh, nkv, hidden = cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads, \
+        cfg.hidden_size
+    q = C.linear(h, _w(ctx, f"{p}.q_proj.weight", nh * d, hidden),
+                 _w(ctx, f"{p}.q_proj.bias", nh * d))
+    k = C.linear(h, _w(ctx, f"{p}.k_proj.weight", nkv * d, hidden),
+                 _w(ctx, f"{p}.k_proj.bias", nkv * d))
+    v = C.linear(h, _w(ctx, f"{p}.v_proj.weight", nkv * d, hidden),
+                 _w(ctx, f"{p}.v_proj.bias", nkv * d))
+    q = C.apply_rope(C.split_heads(q, nh, d), ctx.cos, ctx.sin)
+    k = C.apply_rope(C.split_heads(k, nkv, d), ctx.cos, ctx.sin).named(f"k{i}")
+    v = C.split_heads(v, nkv, d).named(f"v{i}")
+    old_k = ctx.past_keys.slice(0, i, i + 1).reshape(nkv, PAST, d)
+    old_v = ctx.past_values.slice(0, i, i + 1).reshape(nkv, PAST, d)
+    k_all = C.repeat_kv(concat([old_k, k], 1), cfg.kv_group)
+    v_all = C.repeat_kv(concat([old_v, v], 1), cfg.kv_group)
+    ctx_heads = C.attention(q, k_all, v_all, ctx.mask, scale=float(d) ** -0.5)
+    out = C.merge_heads(ctx_heads) @ _w(ctx, f"{p}.o_proj.weight", hidden, nh * d).T
+    return out, k, v
+
+
+def _mlp(ctx: _Context, i: int, h: Tensor) -> Tensor:
+    cfg, p = ctx.cfg, f"model.layers.{i}.mlp"
+    hidden, inter = cfg.hidden_size, cfg.intermediate_size
+    gate = C.linear(h, _w(ctx, f"{p}.gate_proj.weight", inter, hidden))
+    up = C.linear(h, _w(ctx, f"{p}.up_proj.weight", inter, hidden))
+    return C.linear(C.silu(gate) * up, _w(ctx, f"{p}.down_proj.weight", hidden, inter))
+
+
+def _block(ctx: _Context, i: int, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    cfg, p = ctx.cfg, f"model.layers.{i}"
+    eps = cfg.rms_norm_eps
+    h = C.rms_norm(x, _w(ctx, f"{p}.input_layernorm.weight", cfg.hidden_size), eps)
+    attn, k, v = _attention(ctx, i, h)
+    x = x + attn
+    h = C.rms_norm(x, _w(ctx, f"{p}.post_attention_layernorm.weight", cfg.hidden_size), eps)
+    x = (x + _mlp(ctx, i, h)).named(f"x{i + 1}")
+    return x, k, v
+
+
+def build_qwen2(cfg: Qwen2Config, options: Qwen2GraphOptions | None = None) -> ModuleOp:
+    """The Qwen2 forward pass with its KV cache as one ``graph.func``."""
+    opts = options or Qwen2GraphOptions()
+    layers = cfg.num_hidden_layers if opts.n_layers is None else opts.n_layers
+    if not 0 < layers <= cfg.num_hidden_layers:
+        raise ValueError(f"n_layers must be in [1, {cfg.num_hidden_layers}], got {layers}")
+    d, nkv, hidden = cfg.head_dim, cfg.num_key_value_heads, cfg.hidden_size
+
+    gb = GraphBuilder(opts.name)
+    ids = gb.input("token_ids", "i64", [SEQ])
+    past_keys = gb.input("past_keys", "f32", [layers, nkv, PAST, d])
+    past_values = gb.input("past_values", "f32", [layers, nkv, PAST, d])
+    embed = gb.weight("model.embed_tokens.weight", [cfg.vocab_size, hidden])
+    x = gather(embed, ids).named("x0")
+    cos, sin = C.rope_tables(gb, SEQ, PAST, d, cfg.rope_theta)
+    mask = C.causal_mask(gb, SEQ, PAST).named("mask")
+    ctx = _Context(gb, cfg, cos.named("cos"), sin.named("sin"), mask, past_keys, past_values)
+
+    new_keys, new_values = [], []
+    for i in range(layers):
+        x, k, v = _block(ctx, i, x)
+        new_keys.append(k.reshape(1, nkv, SEQ, d))
+        new_values.append(v.reshape(1, nkv, SEQ, d))
+
+    x = C.rms_norm(x, gb.weight("model.norm.weight", [hidden]), cfg.rms_norm_eps)
+    if opts.last_only:
+        x = x.slice(0, SEQ - 1, SEQ)
+    head = embed if cfg.tie_word_embeddings else gb.weight(
+        "lm_head.weight", [cfg.vocab_size, hidden])
+    logits = (x @ head.T).named("logits")
+    gb.output("logits", logits)
+    gb.output("keys", concat(new_keys, 0).named("keys"))
+    gb.output("values", concat(new_values, 0).named("values"))
+    return gb.finish_module()
