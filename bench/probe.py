@@ -5,7 +5,7 @@ hash of its source, the compiler version and the flags, run, and its JSON
 normalised into a *machine* dict::
 
     {
-      "ghz": 3.3,
+      "ghz": 3.3,                                          # core clock while running
       "threads": [1, 2],
       "bandwidth_gbs": {"1": 11.9, "2": 15.2},           # best pass, GB/s (1e9)
       "peak_gops": {                                       # best pass, Gop/s
@@ -176,13 +176,16 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
     if unverified:
         raise ProbeError(f"bandwidth sum did not verify at threads {unverified}")
     peaks: dict[str, dict[str, float]] = {}
+    clean = {"bandwidth": {str(b["threads"]): b["clean_passes"] for b in raw["bandwidth"]}}
     for k in raw["kernels"]:
         peaks.setdefault(k["name"], {})[str(k["threads"])] = k["gops"]
+        clean.setdefault(k["name"], {})[str(k["threads"])] = k["clean_passes"]
     return {
-        "ghz": raw["ghz"],
+        "ghz": raw["ghz_cpu"],  # per second of the probe thread's own CPU time
         "threads": sorted(int(t) for t in bandwidth),
         "bandwidth_gbs": bandwidth,
         "peak_gops": peaks,
+        "clean_passes": clean,
         "probe": raw,
     }
 
@@ -220,7 +223,7 @@ def measure_machine(
     ``threads`` lists the thread counts to measure, e.g. ``[1, 2]``. ``quick``
     uses a small buffer and short passes (tests; its bandwidth is cache, not
     DRAM). ``fresh`` ignores the cache. ``passes`` overrides the probe's
-    best-of count (5 full, 2 quick); more passes find more quiet moments on a
+    best-of count (10 full, 2 quick); more passes find more quiet moments on a
     shared machine.
     """
     if buffer_bytes is None:
@@ -282,27 +285,35 @@ def standard_rooflines(machine: dict[str, Any], prompt_tokens: int = 128) -> dic
 PRECISIONS = ("f32", "bf16", "int8", "int8_all")
 
 
+def _cells(values: dict[str, float], clean: dict[str, int], threads: list[str], fmt: str) -> str:
+    """Right-aligned cells; a value from passes that were all disturbed is starred."""
+    return "".join(
+        format(values[t], fmt) + ("*" if clean.get(t, 1) == 0 else " ") if t in values else " " * 12
+        for t in threads
+    )
+
+
 def _format_summary(machine: dict[str, Any], rooflines: dict[str, dict], prompt: int) -> str:
     threads = [str(t) for t in machine["threads"]]
-    cols = "".join(f"{t + ' thr':>12}" for t in threads)
+    clean = machine.get("clean_passes", {})
+    cols = "".join(f"{t + ' thr':>11} " for t in threads)
     raw = machine["probe"]
     quick = "; QUICK (cache-sized buffer)" if raw["quick"] else ""
-    bandwidth = "".join(f"{machine['bandwidth_gbs'][t]:12.1f}" for t in threads)
     lines = [
         f"clock {machine['ghz']:.2f} GHz (1 thread); buffer {raw['buffer_bytes'] / 2**30:.2f} GiB;"
         f" best of {raw['passes']} passes{quick}",
         f"{'':34}{cols}",
-        f"{'read bandwidth GB/s':34}{bandwidth}",
+        f"{'read bandwidth GB/s':34}"
+        + _cells(machine["bandwidth_gbs"], clean.get("bandwidth", {}), threads, "11.1f"),
     ]
     for name, per_thread in machine["peak_gops"].items():
         unit = "GOP/s (int8)" if name.startswith("vnni") else "GFLOP/s"
-        row = f"{name + ' ' + unit:34}"
-        lines.append(row + "".join(f"{per_thread.get(t, float('nan')):12.1f}" for t in threads))
+        cells = _cells(per_thread, clean.get(name, {}), threads, "11.1f")
+        lines.append(f"{name + ' ' + unit:34}{cells}")
     lines.append("decode roofline ms/token (bytes read per step):")
     for precision, r in rooflines.items():
         label = f"  {precision} ({r['bytes_per_step'] / 1e9:.3f} GB)"
-        decode = r["decode_ms_per_token"]
-        lines.append(f"{label:34}" + "".join(f"{decode[t]:12.1f}" for t in threads))
+        lines.append(f"{label:34}" + _cells(r["decode_ms_per_token"], {}, threads, "11.1f"))
     f32 = rooflines["f32"]
     lines.append(
         f"prefill roofline ms/token ({prompt}-token prompt,"
@@ -310,7 +321,9 @@ def _format_summary(machine: dict[str, Any], rooflines: dict[str, dict], prompt:
     )
     for name, per_thread in f32["prefill_ms_per_token"].items():
         if name.startswith(("mul_add", "fma")):
-            lines.append(f"{'  ' + name:34}" + "".join(f"{per_thread[t]:12.2f}" for t in threads))
+            lines.append(f"{'  ' + name:34}" + _cells(per_thread, {}, threads, "11.2f"))
+    if any(n == 0 for per in clean.values() for n in per.values()):
+        lines.append("* every pass was disturbed (another process took a core): a low bound")
     return "\n".join(lines)
 
 
