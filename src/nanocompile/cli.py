@@ -34,6 +34,30 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_config(model: str | None):  # type: ignore[no-untyped-def]
+    from nanocompile.checkpoint.config import Qwen2Config
+
+    if model is None:
+        from nanocompile.checkpoint.synth import synthetic_config
+
+        return Qwen2Config.from_dict(synthetic_config(), source="<Qwen2.5-0.5B config>")
+    path = Path(model)
+    if not path.is_dir():
+        raise UserError(f"{path}: model directory does not exist")
+    return Qwen2Config.from_file(path / "config.json")
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
+    from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
+
+    cfg = _load_config(args.model)
+    if args.layers is not None and not 0 < args.layers <= cfg.num_hidden_layers:
+        raise UserError(f"--layers must be in [1, {cfg.num_hidden_layers}], got {args.layers}")
+    module = build_qwen2(cfg, Qwen2GraphOptions(n_layers=args.layers, last_only=args.last_only))
+    print(module)
+    return 0
+
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -51,6 +75,18 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--tiny", action="store_true", help="the tiny 2-layer test config")
     synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     synth.set_defaults(func=_cmd_synth)
+
+    dump = sub.add_parser("dump", help="print the IR of the Qwen2 graph at a stage",
+                          description="Print the Qwen2 program as .mlir after a stage.")
+    dump.add_argument("--model", metavar="DIR",
+                      help="snapshot directory (default: the Qwen2.5-0.5B architecture)")
+    dump.add_argument("--stage", choices=["graph"], default="graph",
+                      help="which IR to print (default: graph)")
+    dump.add_argument("--layers", type=int, default=None, metavar="N",
+                      help="build only the first N layers (default: all)")
+    dump.add_argument("--last-only", action="store_true",
+                      help="logits for the last position only")
+    dump.set_defaults(func=_cmd_dump)
     return parser
 
 
