@@ -26,6 +26,7 @@
  * shared barrier to the last thread's finish.
  *
  * Usage: probe [--threads 1,2] [--bytes N] [--passes P] [--seconds S] [--quick]
+ *              [--no-hugepage]
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -383,7 +384,8 @@ static int parse_threads(const char *s, int *out) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: probe [--threads 1,2] [--bytes N] [--passes P] [--seconds S] [--quick]\n");
+    fprintf(stderr, "usage: probe [--threads 1,2] [--bytes N] [--passes P] [--seconds S] [--quick]"
+                    " [--no-hugepage]\n");
     exit(2);
 }
 
@@ -393,10 +395,12 @@ int main(int argc, char **argv) {
     size_t bytes = (size_t)2 << 30;
     int passes = 10;
     double seconds = 0.1;
-    int quick = 0, bytes_given = 0, passes_given = 0, seconds_given = 0;
+    int quick = 0, bytes_given = 0, passes_given = 0, seconds_given = 0, want_hugepage = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             quick = 1;
+        } else if (!strcmp(argv[i], "--no-hugepage")) {
+            want_hugepage = 0;
         } else if (i + 1 < argc && !strcmp(argv[i], "--threads")) {
             n_counts = parse_threads(argv[++i], counts);
             if (n_counts < 1) usage();
@@ -422,13 +426,15 @@ int main(int argc, char **argv) {
     bytes = (bytes + align - 1) / align * align;
     if (passes < 1 || passes > 64 || seconds <= 0 || bytes < align) usage();
 
-    /* Buffer: 2 MiB aligned, transparent huge pages requested, every page touched. */
+    /* Buffer: 2 MiB aligned, transparent huge pages requested (unless --no-hugepage),
+     * every page touched before any timing. */
     uint8_t *buf = aligned_alloc(align, bytes);
     if (!buf) {
         fprintf(stderr, "probe: cannot allocate %zu bytes\n", bytes);
         return 2;
     }
-    int hugepage = madvise(buf, bytes, MADV_HUGEPAGE) == 0;
+    int hugepage = want_hugepage && madvise(buf, bytes, MADV_HUGEPAGE) == 0;
+    if (!want_hugepage) madvise(buf, bytes, MADV_NOHUGEPAGE);
     uint32_t *words = (uint32_t *)buf;
     for (size_t i = 0; i < bytes / 4; i++) words[i] = 1;
 
