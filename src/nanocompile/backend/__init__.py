@@ -1,0 +1,1 @@
+"""Backend: build generated C into shared libraries and plan the memory kernels run in."""

@@ -1,0 +1,390 @@
+"""The gcc driver and the compile cache: C source in, a verified shared library out.
+
+`compile_library(source)` builds one shared library with the flags of spec §3
+and caches it under a key that hashes everything the bytes depend on: the
+source, the flags, the compiler (``gcc --version`` and ``gcc -dumpmachine``)
+and the CPU (``-march=native``: model name and feature flags). The cache lives
+in ``$NANOCOMPILE_CACHE_DIR`` or ``~/.cache/nanocompile/kernels``::
+
+    <cache>/<key[:2]>/<key>.so       the library
+    <cache>/<key[:2]>/<key>.c        its source (for debugging; gcc saw this name)
+    <cache>/<key[:2]>/<key>.sha256   sha256 of the .so bytes
+    <cache>/<key[:2]>/<key>.lock     serialises builders of one key
+    <cache>/failed/<name>-<key[:16]>.c  the source of a failed compile
+
+gcc runs in a temporary directory inside the cache (same file system), and the
+results are installed by ``os.replace`` in the order .c, .sha256, .so, so a
+reader that sees a ``.so`` sees a complete file and its hash. Builders of one
+key take an exclusive ``flock``: a second process compiling the same source
+waits and then finds a cache hit. Every lookup, and every `CompiledLibrary.load`,
+hashes the ``.so`` and compares it with the stored hash; a truncated or corrupt
+library, or one without its hash, is deleted and rebuilt, never loaded.
+
+Sanitizer mode (``sanitize=True`` or ``NANOCOMPILE_SANITIZE=1``) adds
+AddressSanitizer and UndefinedBehaviorSanitizer and has its own cache keys.
+Python itself is not built with ASan, so the ASan runtime must be the first
+library of the process; this recipe works with Debian 12's gcc 12::
+
+    LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \\
+        PYTHONMALLOC=malloc python script.py
+
+``detect_leaks=0`` because CPython does not free everything at exit;
+``PYTHONMALLOC=malloc`` so that small Python-allocated buffers come from
+malloc, where ASan puts redzones, not from pymalloc's arenas. libubsan needs no
+preload: the library links it. `sanitizer_env()` returns these variables;
+`CompiledLibrary.load` refuses (with `SanitizerError`) to load a sanitized
+library into a process without the ASan runtime, which would otherwise kill it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GCC = "gcc"
+FLAGS = (
+    "-O3",
+    "-march=native",
+    "-ffp-contract=off",
+    "-fwrapv",
+    "-fno-math-errno",
+    "-fPIC",
+    "-shared",
+    "-std=c11",
+)
+LIBS = ("-lm", "-pthread")
+SANITIZE_FLAGS = (
+    "-fsanitize=address,undefined",
+    "-fno-omit-frame-pointer",
+    "-fno-sanitize-recover=undefined",
+)
+KEY_VERSION = 1  # bump when the cache layout or the key's contents change
+CONTEXT_LINES = 2  # source lines shown either side of a line gcc reports
+MAX_REPORTED_ERRORS = 5
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_DIAGNOSTIC = re.compile(r"^(?P<file>[^:\s]+):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: ")
+
+
+class CompileError(Exception):
+    """gcc rejected the source: the message holds its first error and the source around it.
+
+    ``stderr`` is gcc's full output, ``source_path`` the saved C source and
+    ``context`` the source lines around every reported error.
+    """
+
+    def __init__(self, message: str, *, stderr: str, source_path: Path | None, context: str):
+        super().__init__(message)
+        self.stderr = stderr
+        self.source_path = source_path
+        self.context = context
+
+
+class SanitizerError(RuntimeError):
+    """The sanitizer runtime is missing: not installed, or not preloaded into this process."""
+
+
+def default_cache_dir() -> Path:
+    """``$NANOCOMPILE_CACHE_DIR`` if set, else ``~/.cache/nanocompile/kernels``."""
+    env = os.environ.get("NANOCOMPILE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "nanocompile" / "kernels"
+
+
+def sanitize_default() -> bool:
+    """Whether ``NANOCOMPILE_SANITIZE`` asks for sanitizer mode ("1") or not ("0" or unset)."""
+    value = os.environ.get("NANOCOMPILE_SANITIZE", "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"NANOCOMPILE_SANITIZE must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def compile_flags(sanitize: bool) -> tuple[str, ...]:
+    """The full gcc command line apart from file names, in order."""
+    return _options(sanitize) + LIBS
+
+
+def _options(sanitize: bool) -> tuple[str, ...]:
+    return FLAGS + (SANITIZE_FLAGS if sanitize else ())
+
+
+@functools.cache
+def compiler_identity() -> str:
+    """``gcc --version``'s first line and ``gcc -dumpmachine``, once per process."""
+    version = _run_gcc_query("--version").splitlines()[0]
+    machine = _run_gcc_query("-dumpmachine").strip()
+    return f"{version} | {machine}"
+
+
+@functools.cache
+def cpu_identity() -> str:
+    """sha256 of the CPU model name and feature flags (what ``-march=native`` sees)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    model = next((ln for ln in lines if ln.startswith("model name")), "")
+    flags = next((ln for ln in lines if ln.startswith("flags")), "")
+    return hashlib.sha256(f"{model}\n{flags}".encode()).hexdigest()
+
+
+def cache_key(source: str, flags: Sequence[str]) -> str:
+    """sha256 over the source, the flags, the compiler and the CPU."""
+    parts = [KEY_VERSION, source, list(flags), compiler_identity(), cpu_identity()]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def sanitizer_preload() -> str:
+    """Absolute path of gcc's libasan, the library to put in ``LD_PRELOAD``.
+
+    libubsan is not listed: sanitized libraries link it, and it may load late.
+    """
+    path = _run_gcc_query("-print-file-name=libasan.so").strip()
+    if not os.path.isabs(path) or not os.path.exists(path):
+        raise SanitizerError(f"gcc has no libasan (it answered {path!r}); install libasan")
+    return os.path.realpath(path)
+
+
+def sanitizer_env() -> dict[str, str]:
+    """Environment variables for a child process that loads sanitized libraries."""
+    return {
+        "LD_PRELOAD": sanitizer_preload(),
+        "ASAN_OPTIONS": "detect_leaks=0",
+        "UBSAN_OPTIONS": "print_stacktrace=1",
+        "PYTHONMALLOC": "malloc",
+        "NANOCOMPILE_SANITIZE": "1",
+    }
+
+
+def asan_runtime_loaded() -> bool:
+    """Whether libasan is mapped into this process (it can only get there by preload)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+    return "libasan" in maps
+
+
+@dataclass(frozen=True)
+class CompiledLibrary:
+    """A shared library in the cache; `load` re-verifies its bytes before opening it."""
+
+    path: Path
+    key: str
+    cache_hit: bool
+    compile_seconds: float
+    sanitize: bool
+    _source: str = field(repr=False)
+    _name: str = field(repr=False)
+
+    def load(self) -> ctypes.CDLL:
+        """Open the library with ctypes, rebuilding it first if its bytes no longer verify."""
+        if self.sanitize and not asan_runtime_loaded():
+            raise SanitizerError(
+                "a sanitized library needs the ASan runtime preloaded: run python with "
+                "nanocompile.backend.gcc.sanitizer_env() (LD_PRELOAD of libasan)"
+            )
+        entry = _Entry(self.path.parent.parent, self.key)
+        if not entry.verified():
+            _ensure(entry, self._source, self._name, self.sanitize)
+        return _open(entry.so)
+
+
+def compile_library(
+    source: str,
+    *,
+    name: str = "kernels",
+    sanitize: bool | None = None,
+    cache_dir: Path | None = None,
+) -> CompiledLibrary:
+    """Compile `source` into a shared library, or find it in the cache.
+
+    `name` labels temporary directories and error reports; it is not part of
+    the key. `sanitize` defaults to ``NANOCOMPILE_SANITIZE``.
+    """
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"library name must match {_NAME.pattern}, got {name!r}")
+    sanitize = sanitize_default() if sanitize is None else sanitize
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    entry = _Entry(root, cache_key(source, compile_flags(sanitize)))
+    seconds = None if entry.verified() else _ensure(entry, source, name, sanitize)
+    return CompiledLibrary(
+        path=entry.so,
+        key=entry.key,
+        cache_hit=seconds is None,
+        compile_seconds=seconds or 0.0,
+        sanitize=sanitize,
+        _source=source,
+        _name=name,
+    )
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """The files of one cache key."""
+
+    root: Path
+    key: str
+
+    @property
+    def directory(self) -> Path:
+        return self.root / self.key[:2]
+
+    @property
+    def so(self) -> Path:
+        return self.directory / f"{self.key}.so"
+
+    @property
+    def source(self) -> Path:
+        return self.directory / f"{self.key}.c"
+
+    @property
+    def digest(self) -> Path:
+        return self.directory / f"{self.key}.sha256"
+
+    @property
+    def lock(self) -> Path:
+        return self.directory / f"{self.key}.lock"
+
+    def verified(self) -> bool:
+        """The library exists and its bytes hash to the stored digest."""
+        try:
+            expected = self.digest.read_text().strip()
+            actual = _sha256_file(self.so)
+        except FileNotFoundError:
+            return False
+        return expected == actual
+
+    def discard(self) -> None:
+        """Delete a bad entry, library first so no reader pairs it with a new hash."""
+        for path in (self.so, self.digest):
+            path.unlink(missing_ok=True)
+
+
+def _ensure(entry: _Entry, source: str, name: str, sanitize: bool) -> float | None:
+    """Build the entry under its lock unless another process already has; gcc's seconds."""
+    entry.directory.mkdir(parents=True, exist_ok=True)
+    with _locked(entry.lock):
+        if entry.verified():
+            return None
+        entry.discard()
+        return _build(entry, source, name, sanitize)
+
+
+def _build(entry: _Entry, source: str, name: str, sanitize: bool) -> float:
+    """Run gcc in a temporary directory of the cache and install the results atomically."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=entry.directory))
+    try:
+        c_file = tmp / entry.source.name
+        so_file = tmp / entry.so.name
+        c_file.write_text(source)
+        command = [GCC, *_options(sanitize), c_file.name, "-o", so_file.name, *LIBS]
+        start = time.perf_counter()
+        result = _run(command, cwd=tmp)
+        seconds = time.perf_counter() - start
+        if result.returncode != 0:
+            raise _compile_error(entry, source, name, result.stderr, result.returncode)
+        digest = tmp / entry.digest.name
+        digest.write_text(_sha256_file(so_file) + "\n")
+        for path, target in ((c_file, entry.source), (digest, entry.digest), (so_file, entry.so)):
+            os.replace(path, target)
+        return seconds
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _compile_error(
+    entry: _Entry, source: str, name: str, stderr: str, returncode: int
+) -> CompileError:
+    """Save the failing source and point the message at it, with the lines gcc complained of."""
+    failed = entry.root / "failed" / f"{name}-{entry.key[:16]}.c"
+    failed.parent.mkdir(parents=True, exist_ok=True)
+    failed.write_text(source)
+    lines = source.splitlines()
+    reported = _reported_lines(stderr, entry.source.name)
+    context = "\n\n".join(_excerpt(lines, n) for n in reported[:MAX_REPORTED_ERRORS])
+    errors = [ln for ln in stderr.splitlines() if _DIAGNOSTIC.match(ln)]
+    others = [ln for ln in stderr.splitlines() if "error" in ln]
+    first = (errors or others or [f"gcc exited with status {returncode}"])[0]
+    first_context = f"\n{_excerpt(lines, reported[0])}" if reported else ""
+    first = first.replace(entry.source.name, str(failed))
+    stderr = stderr.replace(entry.source.name, str(failed))
+    saved = "" if str(failed) in first else f" (source saved to {failed})"
+    message = f"gcc failed on {name}{saved}: {first}{first_context}"
+    return CompileError(message, stderr=stderr, source_path=failed, context=context)
+
+
+def _reported_lines(stderr: str, file_name: str) -> list[int]:
+    """Distinct lines of `file_name` that gcc reported errors on, in the order reported."""
+    numbers: list[int] = []
+    for line in stderr.splitlines():
+        match = _DIAGNOSTIC.match(line)
+        if match and match["file"] == file_name and int(match["line"]) not in numbers:
+            numbers.append(int(match["line"]))
+    return numbers
+
+
+def _excerpt(lines: list[str], number: int) -> str:
+    """Source lines around line `number` (1-based), the reported one marked with '>'."""
+    first = max(1, number - CONTEXT_LINES)
+    last = min(len(lines), number + CONTEXT_LINES)
+    return "\n".join(
+        f"{'>' if n == number else ' '} {n:5d} | {lines[n - 1]}" for n in range(first, last + 1)
+    )
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on `path`, released on exit."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _open(path: Path) -> ctypes.CDLL:
+    """dlopen a verified library (one place, so tests can watch what gets loaded)."""
+    return ctypes.CDLL(str(path))
+
+
+def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run gcc without this process's sanitizer preload (gcc is not an ASan program)."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    try:
+        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise CompileError(
+            f"{GCC} not found on PATH", stderr="", source_path=None, context=""
+        ) from None
+
+
+def _run_gcc_query(option: str) -> str:
+    result = _run([GCC, option])
+    if result.returncode != 0:
+        raise CompileError(
+            f"{GCC} {option} failed: {result.stderr.strip()}",
+            stderr=result.stderr,
+            source_path=None,
+            context="",
+        )
+    return result.stdout
