@@ -288,6 +288,11 @@ so.poke(buffer, 63)
 print("in-bounds ok", flush=True)
 if sys.argv[3] == "oob":
     so.poke(buffer, 64)
+if sys.argv[3] == "oob-numpy":
+    import numpy as np
+    array = np.zeros(3, np.uint8)
+    so.poke(array.ctypes.data, 2)
+    so.poke(array.ctypes.data, 3)
 if sys.argv[3] == "shift":
     so.shift(1, 40)
 print("survived", flush=True)
@@ -300,6 +305,7 @@ print("survived", flush=True)
     [
         ("none", None),
         ("oob", "ERROR: AddressSanitizer: heap-buffer-overflow"),
+        ("oob-numpy", "ERROR: AddressSanitizer: heap-buffer-overflow"),
         ("shift", "runtime error: shift exponent 40 is too large"),
     ],
 )

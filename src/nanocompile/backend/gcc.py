@@ -31,7 +31,10 @@ library of the process; this recipe works with Debian 12's gcc 12::
 ``detect_leaks=0`` because CPython does not free everything at exit;
 ``PYTHONMALLOC=malloc`` so that small Python-allocated buffers come from
 malloc, where ASan puts redzones, not from pymalloc's arenas. libubsan needs no
-preload: the library links it. `sanitizer_env()` returns these variables;
+preload: the library links it. ASan sees overruns of whole allocations only: a
+write past one buffer of an arena into its neighbour, or past a ctypes buffer of
+16 bytes or less (kept inside the Python object), goes unseen, so sanitized runs
+should give every buffer its own allocation. `sanitizer_env()` returns these variables;
 `CompiledLibrary.load` refuses (with `SanitizerError`) to load a sanitized
 library into a process without the ASan runtime, which would otherwise kill it.
 """
