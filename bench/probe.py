@@ -301,7 +301,7 @@ def _format_summary(machine: dict[str, Any], rooflines: dict[str, dict], prompt:
     quick = "; QUICK (cache-sized buffer)" if raw["quick"] else ""
     lines = [
         f"clock {machine['ghz']:.2f} GHz (1 thread); buffer {raw['buffer_bytes'] / 2**30:.2f} GiB;"
-        f" best of {raw['passes']} passes{quick}",
+        f" best of >= {raw['passes']} passes{quick}",
         f"{'':34}{cols}",
         f"{'read bandwidth GB/s':34}"
         + _cells(machine["bandwidth_gbs"], clean.get("bandwidth", {}), threads, "11.1f"),
