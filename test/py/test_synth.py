@@ -26,6 +26,7 @@ GENERATED = ("config.json", "generation_config.json", "model.safetensors")
 # SHA-256 of the tiny seed-0 model.safetensors. Pins the bytes across machines
 # and NumPy versions; change it only together with SYNTH_VERSION.
 TINY_SEED0_SHA256 = "109296c476340a61aa282155e932a3464b84cf7e6967051a251e262377bf4048"
+FULL_SEED0_SHA256 = "15ca5e04b3431b5ee2b4118ec09c1b8312758780ed517cfc7238b2fbba8f589c"
 
 # Spec §1.3 / §1.2 probes: "The capital of France is", "def fibonacci(n):", a ChatML
 # prefix, and ids spread over the whole vocabulary.
@@ -39,7 +40,11 @@ PROBES = [
 
 
 def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 24):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------
@@ -230,6 +235,7 @@ def test_tiny_logits_spread(tiny_snapshot: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.oracle
 def test_full_size_forward_finite_growing_and_spread(full_snapshot: Path) -> None:
+    assert _sha(full_snapshot / "model.safetensors") == FULL_SEED0_SHA256
     with Snapshot.open(full_snapshot) as snap:
         assert len(snap.names) == 290
         assert snap.nbytes() > 494_032_768 * 2
