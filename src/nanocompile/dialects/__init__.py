@@ -11,10 +11,16 @@ def _graph() -> Dialect:
     return Graph
 
 
+def _loop() -> Dialect:
+    from nanocompile.dialects.loop import Loop
+
+    return Loop
+
+
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     """nanocompile's own dialects and the xDSL ones it reuses."""
     from xdsl.dialects import get_all_dialects as xdsl_dialects
 
     reused = {name: factory for name, factory in xdsl_dialects().items()
               if name in ("builtin", "func", "arith", "math", "test")}
-    return {**reused, "graph": _graph}
+    return {**reused, "graph": _graph, "loop": _loop}

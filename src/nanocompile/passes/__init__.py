@@ -7,4 +7,11 @@ from xdsl.passes import ModulePass
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every pass ``nc-opt -p`` accepts; the key is the pass's ``name``."""
-    return {}
+    def lower_graph_to_loop() -> type[ModulePass]:
+        from nanocompile.passes.lower_graph_to_loop import LowerGraphToLoopPass
+
+        return LowerGraphToLoopPass
+
+    return {
+        "lower-graph-to-loop": lower_graph_to_loop,
+    }

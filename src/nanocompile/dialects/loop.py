@@ -1,0 +1,877 @@
+"""The Loop dialect: kernels as named loop nests over strided memory, and the
+program that launches them.
+
+Two levels live in one module after ``lower-graph-to-loop``:
+
+* ``loop.kernel`` functions (one per distinct kernel): typed pointer
+  arguments, the graph's size symbols read with ``loop.sym``, named
+  ``loop.for`` nests with optional loop-carried values, ``loop.load`` /
+  ``loop.store`` through strides (possibly symbolic), scalar arithmetic from
+  xDSL's ``arith`` and ``math``, and ``loop.check`` for bad data (an early
+  exit with an error code, e.g. a gather id out of range);
+* one ``loop.program`` per graph: its buffers (inputs, weights, outputs,
+  constants, temporaries), strided views of them, and the ordered
+  ``loop.launch`` of kernels on views.
+
+    loop.kernel @add_2d(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %b: !loop.ptr<f32>)
+        syms ["seq"] access ["w", "r", "r"] {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %n = loop.sym "seq"
+      %c896 = arith.constant 896 : index
+      loop.for "d0" %i = %c0 to %n {
+        loop.for "d1" %j = %c0 to %c896 {
+          %x = loop.load %a[%i, %j] strides [896, 1] : f32
+          ...
+          loop.store %s, %out[%i, %j] strides [896, 1] : f32
+        }
+      }
+    }
+
+Every kernel argument also carries the footprint it reads or writes (a view
+shape and strides), so bytes moved can be counted from the IR alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IndexType,
+    IntAttr,
+    StringAttr,
+    SymbolRefAttr,
+)
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    ParametrizedAttribute,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove, IsTerminator, NoTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from nanocompile.dialects.graph import DimAttr, ElementsAttr
+from nanocompile.dialects.syntax import parse_dim_expr
+from nanocompile.dtypes import DTYPES
+from nanocompile.symbolic import Expr, ExprLike
+
+# --------------------------------------------------------------------------
+# Types and attributes
+# --------------------------------------------------------------------------
+
+
+def _dims_attr(dims: Sequence[ExprLike]) -> ArrayAttr[DimAttr]:
+    return ArrayAttr([DimAttr(Expr.lift(d)) for d in dims])
+
+
+def _dims_text(dims: Sequence[Expr]) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def _parse_dims(parser: AttrParser) -> list[Expr]:
+    return parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                             lambda: parse_dim_expr(parser))
+
+
+def _parse_dtype(parser: AttrParser) -> str:
+    pos = parser.pos
+    dtype = parser.parse_identifier()
+    if dtype not in DTYPES:
+        parser.raise_error(f"unknown dtype '{dtype}'", pos, parser.pos)
+    return dtype
+
+
+@irdl_attr_definition
+class PtrType(ParametrizedAttribute, TypeAttribute):
+    """A kernel argument: a base pointer to elements of one dtype, ``!loop.ptr<f32>``."""
+
+    name = "loop.ptr"
+    dtype: StringAttr
+
+    @staticmethod
+    def get(dtype: str) -> PtrType:
+        return PtrType(StringAttr(dtype))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        with parser.in_angle_brackets():
+            return [StringAttr(_parse_dtype(parser))]
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.dtype.data}>")
+
+
+class _ShapedType(ParametrizedAttribute, TypeAttribute):
+    shape: ArrayAttr[DimAttr]
+    dtype: StringAttr
+
+    @classmethod
+    def get(cls, dtype: str, shape: Sequence[ExprLike]):  # type: ignore[no-untyped-def]
+        return cls(_dims_attr(shape), StringAttr(dtype))
+
+    @property
+    def dims(self) -> tuple[Expr, ...]:
+        return tuple(d.data for d in self.shape.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        with parser.in_angle_brackets():
+            dims = _parse_dims(parser)
+            parser.parse_punctuation(",")
+            dtype = _parse_dtype(parser)
+        return [_dims_attr(dims), StringAttr(dtype)]
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{_dims_text(self.dims)}, {self.dtype.data}>")
+
+
+@irdl_attr_definition
+class BufType(_ShapedType):
+    """A contiguous buffer of the program, ``!loop.buf<[seq, 896], f32>``."""
+
+    name = "loop.buf"
+
+
+@irdl_attr_definition
+class ViewType(_ShapedType):
+    """A strided view of a buffer, ``!loop.view<[14, seq, 64], f32>``."""
+
+    name = "loop.view"
+
+
+@irdl_attr_definition
+class LayoutAttr(ParametrizedAttribute):
+    """Offset and strides, in elements: ``#loop.layout<0, [896, 1]>``."""
+
+    name = "loop.layout"
+    offset: DimAttr
+    strides: ArrayAttr[DimAttr]
+
+    @staticmethod
+    def get(offset: ExprLike, strides: Sequence[ExprLike]) -> LayoutAttr:
+        return LayoutAttr(DimAttr(Expr.lift(offset)), _dims_attr(strides))
+
+    @property
+    def offset_expr(self) -> Expr:
+        return self.offset.data
+
+    @property
+    def stride_exprs(self) -> tuple[Expr, ...]:
+        return tuple(d.data for d in self.strides.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        with parser.in_angle_brackets():
+            offset = parse_dim_expr(parser)
+            parser.parse_punctuation(",")
+            strides = _parse_dims(parser)
+        return [DimAttr(offset), _dims_attr(strides)]
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.offset_expr}, {_dims_text(self.stride_exprs)}>")
+
+
+@irdl_attr_definition
+class FootprintAttr(ParametrizedAttribute):
+    """What a kernel argument touches: a shape and strides, ``#loop.fp<[seq, 896], [896, 1]>``.
+
+    Distinct elements = product of the dims whose stride is not 0.
+    """
+
+    name = "loop.fp"
+    shape: ArrayAttr[DimAttr]
+    strides: ArrayAttr[DimAttr]
+
+    @staticmethod
+    def get(shape: Sequence[ExprLike], strides: Sequence[ExprLike]) -> FootprintAttr:
+        return FootprintAttr(_dims_attr(shape), _dims_attr(strides))
+
+    @property
+    def dims(self) -> tuple[Expr, ...]:
+        return tuple(d.data for d in self.shape.data)
+
+    @property
+    def stride_exprs(self) -> tuple[Expr, ...]:
+        return tuple(d.data for d in self.strides.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        with parser.in_angle_brackets():
+            shape = _parse_dims(parser)
+            parser.parse_punctuation(",")
+            strides = _parse_dims(parser)
+        return [_dims_attr(shape), _dims_attr(strides)]
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{_dims_text(self.dims)}, {_dims_text(self.stride_exprs)}>")
+
+
+# --------------------------------------------------------------------------
+# Kernel-level ops
+# --------------------------------------------------------------------------
+
+
+def _print_strides(printer: Printer, strides: Sequence[Expr]) -> None:
+    printer.print_string(f" strides {_dims_text(strides)}")
+
+
+@irdl_op_definition
+class SymOp(IRDLOperation):
+    """The run-time value of a size symbol: ``%n = loop.sym "seq"``."""
+
+    name = "loop.sym"
+    symbol = prop_def(StringAttr)
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "$symbol attr-dict"
+
+    def __init__(self, symbol: str) -> None:
+        super().__init__(properties={"symbol": StringAttr(symbol)}, result_types=[IndexType()])
+
+    def verify_(self) -> None:
+        kernel = self.parent_op()
+        while kernel is not None and not isinstance(kernel, KernelOp):
+            kernel = kernel.parent_op()
+        if kernel is not None and self.symbol.data not in kernel.symbols:
+            raise VerifyException(
+                f"loop.sym: '{self.symbol.data}' is not a symbol of kernel "
+                f"@{kernel.sym_name.data} (symbols: {list(kernel.symbols)})"
+            )
+
+
+class _MemoryOp(IRDLOperation):
+    """Shared parts of load and store: a pointer, indices and one stride each."""
+
+    strides = prop_def(ArrayAttr[DimAttr])
+
+    @property
+    def stride_exprs(self) -> tuple[Expr, ...]:
+        return tuple(d.data for d in self.strides.data)
+
+    def _check(self, ptr: SSAValue, indices: Sequence[SSAValue], value_type: Attribute) -> None:
+        if not isinstance(ptr.type, PtrType):
+            raise VerifyException(f"{self.name}: expected a !loop.ptr, got {ptr.type}")
+        if len(indices) != len(self.strides.data):
+            raise VerifyException(
+                f"{self.name}: {len(indices)} indices but {len(self.strides.data)} strides"
+            )
+        for i, idx in enumerate(indices):
+            if not isinstance(idx.type, IndexType):
+                raise VerifyException(f"{self.name}: index #{i} has type {idx.type}, "
+                                      "expected index")
+        want = scalar_type(ptr.type.dtype.data)
+        if value_type != want:
+            raise VerifyException(f"{self.name}: a !loop.ptr<{ptr.type.dtype.data}> holds "
+                                  f"{want}, not {value_type}")
+
+
+@irdl_op_definition
+class LoadOp(_MemoryOp):
+    """``%x = loop.load %a[%i, %j] strides [896, 1] : f32`` reads
+    ``a[i*896 + j*1]``."""
+
+    name = "loop.load"
+    ptr = operand_def(PtrType)
+    indices = var_operand_def(IndexType)
+    result = result_def()
+
+    def __init__(self, ptr: SSAValue, indices: Sequence[SSAValue],
+                 strides: Sequence[ExprLike]) -> None:
+        assert isinstance(ptr.type, PtrType)
+        super().__init__(operands=[ptr, list(indices)],
+                         properties={"strides": _dims_attr(strides)},
+                         result_types=[scalar_type(ptr.type.dtype.data)])
+
+    def verify_(self) -> None:
+        self._check(self.ptr, self.indices, self.result.type)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.ptr)
+        printer.print_string("[")
+        printer.print_list(self.indices, printer.print_operand)
+        printer.print_string("]")
+        _print_strides(printer, self.stride_exprs)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        ptr = parser.parse_unresolved_operand()
+        idx = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                parser.parse_unresolved_operand)
+        parser.parse_keyword("strides")
+        strides = _parse_dims(parser)
+        parser.parse_punctuation(":")
+        value_type = parser.parse_type()
+        ptr_v = parser.resolve_operand(ptr, PtrType.get(dtype_of_scalar(value_type)))
+        indices = [parser.resolve_operand(i, IndexType()) for i in idx]
+        return cls(ptr_v, indices, strides)
+
+
+@irdl_op_definition
+class StoreOp(_MemoryOp):
+    """``loop.store %v, %out[%i, %j] strides [896, 1] : f32``"""
+
+    name = "loop.store"
+    value = operand_def()
+    ptr = operand_def(PtrType)
+    indices = var_operand_def(IndexType)
+
+    def __init__(self, value: SSAValue, ptr: SSAValue, indices: Sequence[SSAValue],
+                 strides: Sequence[ExprLike]) -> None:
+        super().__init__(operands=[value, ptr, list(indices)],
+                         properties={"strides": _dims_attr(strides)})
+
+    def verify_(self) -> None:
+        self._check(self.ptr, self.indices, self.value.type)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.value)
+        printer.print_string(", ")
+        printer.print_operand(self.ptr)
+        printer.print_string("[")
+        printer.print_list(self.indices, printer.print_operand)
+        printer.print_string("]")
+        _print_strides(printer, self.stride_exprs)
+        printer.print_string(" : ")
+        printer.print_attribute(self.value.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StoreOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        ptr = parser.parse_unresolved_operand()
+        idx = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                parser.parse_unresolved_operand)
+        parser.parse_keyword("strides")
+        strides = _parse_dims(parser)
+        parser.parse_punctuation(":")
+        value_type = parser.parse_type()
+        return cls(parser.resolve_operand(value, value_type),
+                   parser.resolve_operand(ptr, PtrType.get(dtype_of_scalar(value_type))),
+                   [parser.resolve_operand(i, IndexType()) for i in idx], strides)
+
+
+@irdl_op_definition
+class CheckOp(IRDLOperation):
+    """Early exit with an error code when ``cond`` is false:
+    ``loop.check %ok, 1, "gather: id out of range"``."""
+
+    name = "loop.check"
+    cond = operand_def()
+    code = prop_def(IntAttr)
+    message = prop_def(StringAttr)
+
+    def __init__(self, cond: SSAValue, code: int, message: str) -> None:
+        super().__init__(operands=[cond],
+                         properties={"code": IntAttr(code), "message": StringAttr(message)})
+
+    def verify_(self) -> None:
+        if self.code.data <= 0:
+            raise VerifyException(f"loop.check: error code must be positive, got {self.code.data}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.cond)
+        printer.print_string(f", {self.code.data}, ")
+        printer.print_string_literal(self.message.data)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CheckOp:
+        from xdsl.dialects.builtin import i1
+
+        cond = parser.resolve_operand(parser.parse_unresolved_operand(), i1)
+        parser.parse_punctuation(",")
+        code = parser.parse_integer(allow_boolean=False)
+        parser.parse_punctuation(",")
+        return cls(cond, code, parser.parse_str_literal())
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends a ``loop.for`` body, passing the loop-carried values on."""
+
+    name = "loop.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, *values: SSAValue) -> None:
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class ForOp(IRDLOperation):
+    """A named loop ``for (i = lb; i < ub; i += step)`` with loop-carried values.
+
+    ``%s = loop.for "k" %k = %c0 to %c896 step 1 iter(%acc = %zero) -> (f32) {
+    ... loop.yield %next : f32 }``. The name is what schedules refer to.
+    """
+
+    name = "loop.for"
+    lb = operand_def(IndexType)
+    ub = operand_def(IndexType)
+    inits = var_operand_def()
+    loop_name = prop_def(StringAttr, prop_name="name")
+    step = prop_def(IntAttr)
+    res = var_result_def()
+    body = region_def("single_block")
+
+    def __init__(self, name: str, lb: SSAValue, ub: SSAValue, body: Block,
+                 inits: Sequence[SSAValue] = (), step: int = 1) -> None:
+        if not isinstance(body.last_op, YieldOp):
+            body.add_op(YieldOp())
+        super().__init__(operands=[lb, ub, list(inits)],
+                         properties={"name": StringAttr(name), "step": IntAttr(step)},
+                         result_types=[[v.type for v in inits]], regions=[Region(body)])
+
+    @property
+    def iv(self) -> SSAValue:
+        return self.body.block.args[0]
+
+    @property
+    def iter_args(self) -> tuple[SSAValue, ...]:
+        return tuple(self.body.block.args[1:])
+
+    def verify_(self) -> None:
+        block = self.body.block
+        if self.step.data <= 0:
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": step must be "
+                                  f"positive, got {self.step.data}")
+        if len(block.args) != 1 + len(self.inits):
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": body has "
+                                  f"{len(block.args)} arguments, expected {1 + len(self.inits)}")
+        if not isinstance(block.args[0].type, IndexType):
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": induction variable "
+                                  "must be an index")
+        yielded = block.last_op
+        if not isinstance(yielded, YieldOp):
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\" must end with loop.yield")
+        types = [v.type for v in self.inits]
+        if [v.type for v in yielded.values] != types or [a.type for a in block.args[1:]] != types:
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": loop-carried types "
+                                  f"{types} differ from the body's arguments or yield")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.loop_name.data)
+        printer.print_string(" ")
+        printer.print_operand(self.iv)
+        printer.print_string(" = ")
+        printer.print_operand(self.lb)
+        printer.print_string(" to ")
+        printer.print_operand(self.ub)
+        if self.step.data != 1:
+            printer.print_string(f" step {self.step.data}")
+        if self.inits:
+            printer.print_string(" iter(")
+            pairs = list(zip(self.iter_args, self.inits, strict=True))
+            printer.print_list(pairs, lambda p: (printer.print_operand(p[0]),
+                                                 printer.print_string(" = "),
+                                                 printer.print_operand(p[1])))
+            printer.print_string(") -> (")
+            printer.print_list([v.type for v in self.inits], printer.print_attribute)
+            printer.print_string(")")
+        if self.attributes:
+            printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_block_terminators=bool(self.inits))
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ForOp:
+        name = parser.parse_str_literal()
+        iv = parser.parse_argument(expect_type=False)
+        parser.parse_punctuation("=")
+        lb = parser.resolve_operand(parser.parse_unresolved_operand(), IndexType())
+        parser.parse_keyword("to")
+        ub = parser.resolve_operand(parser.parse_unresolved_operand(), IndexType())
+        step = 1
+        if parser.parse_optional_keyword("step") is not None:
+            step = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        carried: list[tuple[object, object]] = []
+        if parser.parse_optional_keyword("iter") is not None:
+            def pair() -> tuple[object, object]:
+                arg = parser.parse_argument(expect_type=False)
+                parser.parse_punctuation("=")
+                return arg, parser.parse_unresolved_operand()
+            carried = parser.parse_comma_separated_list(parser.Delimiter.PAREN, pair)
+            parser.parse_punctuation("->")
+            types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+        else:
+            types = []
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        inits = [parser.resolve_operand(u, t)  # type: ignore[arg-type]
+                 for (_, u), t in zip(carried, types, strict=True)]
+        args = [iv.resolve(IndexType())] + [a.resolve(t)  # type: ignore[attr-defined]
+                                            for (a, _), t in zip(carried, types, strict=True)]
+        region = parser.parse_region(args)
+        block = region.detach_block(0)
+        op = cls(name, lb, ub, block, inits, step)
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """A kernel: a C function over typed pointers and the size symbols.
+
+    ``access`` says which arguments are written (``"w"``) or read (``"r"``);
+    ``footprints`` give each argument's view shape and strides.
+    """
+
+    name = "loop.kernel"
+    sym_name = prop_def(StringAttr)
+    syms = prop_def(ArrayAttr[StringAttr])
+    access = prop_def(ArrayAttr[StringAttr])
+    footprints = prop_def(ArrayAttr[FootprintAttr])
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove(), NoTerminator())
+
+    def __init__(self, name: str, body: Block, symbols: Sequence[str], access: Sequence[str],
+                 footprints: Sequence[FootprintAttr]) -> None:
+        super().__init__(properties={
+            "sym_name": StringAttr(name),
+            "syms": ArrayAttr([StringAttr(s) for s in symbols]),
+            "access": ArrayAttr([StringAttr(a) for a in access]),
+            "footprints": ArrayAttr(list(footprints)),
+        }, regions=[Region(body)])
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(s.data for s in self.syms.data)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return tuple(a.data for a in self.access.data)
+
+    @property
+    def args(self) -> tuple[SSAValue, ...]:
+        return tuple(self.body.block.args)
+
+    def verify_(self) -> None:
+        args = self.body.block.args
+        if len(self.access.data) != len(args) or len(self.footprints.data) != len(args):
+            raise VerifyException(
+                f"loop.kernel @{self.sym_name.data}: {len(args)} arguments but "
+                f"{len(self.access.data)} access modes and {len(self.footprints.data)} footprints"
+            )
+        for i, (arg, mode) in enumerate(zip(args, self.modes, strict=True)):
+            if not isinstance(arg.type, PtrType):
+                raise VerifyException(f"loop.kernel @{self.sym_name.data}: argument #{i} "
+                                      f"must be a !loop.ptr, got {arg.type}")
+            if mode not in ("r", "w"):
+                raise VerifyException(f"loop.kernel @{self.sym_name.data}: access mode "
+                                      f"'{mode}' of argument #{i} is not 'r' or 'w'")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string("(")
+        printer.print_list(self.body.block.args, printer.print_block_argument)
+        printer.print_string(") syms [")
+        printer.print_list(self.symbols, printer.print_string_literal)
+        printer.print_string("] access [")
+        printer.print_list(self.modes, printer.print_string_literal)
+        printer.print_string("] footprints [")
+        printer.print_list(self.footprints.data, printer.print_attribute)
+        printer.print_string("] ")
+        printer.print_region(self.body, print_entry_block_args=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name().data
+        args = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_argument)
+        parser.parse_keyword("syms")
+        syms = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                 parser.parse_str_literal)
+        parser.parse_keyword("access")
+        access = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                   parser.parse_str_literal)
+        parser.parse_keyword("footprints")
+        fps = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_attribute)
+        region = parser.parse_region(args)
+        return cls(name, region.detach_block(0), syms, access, fps)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------
+# Program-level ops
+# --------------------------------------------------------------------------
+
+BUFFER_KINDS = ("input", "weight", "output", "const", "temp")
+
+
+@irdl_op_definition
+class BufferOp(IRDLOperation):
+    """A buffer of the program: a graph input, weight or output (by name), a
+    constant (with its values) or a temporary (placed in the arena).
+
+    ``%b = loop.buffer temp : !loop.buf<[seq, 896], f32>``,
+    ``%w = loop.buffer weight "model.norm.weight" : !loop.buf<[896], f32>``
+    """
+
+    name = "loop.buffer"
+    kind = prop_def(StringAttr)
+    buffer_name = opt_prop_def(StringAttr, prop_name="name")
+    value = opt_prop_def(ElementsAttr)
+    result = result_def(BufType)
+
+    def __init__(self, kind: str, buf_type: BufType, name: str | None = None,
+                 value: ElementsAttr | None = None) -> None:
+        props: dict[str, Attribute] = {"kind": StringAttr(kind)}
+        if name is not None:
+            props["name"] = StringAttr(name)
+        if value is not None:
+            props["value"] = value
+        super().__init__(properties=props, result_types=[buf_type])
+
+    def verify_(self) -> None:
+        kind = self.kind.data
+        if kind not in BUFFER_KINDS:
+            raise VerifyException(f"loop.buffer: unknown kind '{kind}', expected one of "
+                                  f"{', '.join(BUFFER_KINDS)}")
+        named = kind in ("input", "weight", "output")
+        if named != (self.buffer_name is not None):
+            raise VerifyException(f"loop.buffer {kind}: a name is "
+                                  f"{'required' if named else 'not allowed'}")
+        if (kind == "const") != (self.value is not None):
+            raise VerifyException(f"loop.buffer {kind}: values are "
+                                  f"{'required' if kind == 'const' else 'not allowed'}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.kind.data}")
+        if self.buffer_name is not None:
+            printer.print_string(" ")
+            printer.print_string_literal(self.buffer_name.data)
+        if self.value is not None:
+            printer.print_string(" ")
+            printer.print_attribute(self.value)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BufferOp:
+        kind = parser.parse_identifier()
+        name = parser.parse_optional_str_literal()
+        value = None
+        if kind == "const":
+            value = parser.parse_attribute()
+        parser.parse_punctuation(":")
+        return cls(kind, parser.parse_type(), name, value)  # type: ignore[arg-type]
+
+
+@irdl_op_definition
+class ViewOp(IRDLOperation):
+    """A strided view of a buffer: ``%v = loop.view %b layout <0, [896, 1]> :
+    !loop.buf<[seq, 896], f32> -> !loop.view<[seq, 896], f32>``."""
+
+    name = "loop.view"
+    source = operand_def(BufType)
+    layout = prop_def(LayoutAttr)
+    result = result_def(ViewType)
+    traits = traits_def(Pure())
+
+    def __init__(self, source: SSAValue, shape: Sequence[ExprLike], offset: ExprLike,
+                 strides: Sequence[ExprLike]) -> None:
+        assert isinstance(source.type, BufType)
+        super().__init__(operands=[source],
+                         properties={"layout": LayoutAttr.get(offset, strides)},
+                         result_types=[ViewType.get(source.type.dtype.data, shape)])
+
+    def verify_(self) -> None:
+        shape, strides = self.result.type.dims, self.layout.stride_exprs
+        if len(shape) != len(strides):
+            raise VerifyException(f"loop.view: {len(shape)} dims but {len(strides)} strides")
+        if self.result.type.dtype != self.source.type.dtype:
+            raise VerifyException("loop.view: the view and its buffer differ in dtype")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.source)
+        printer.print_string(f" layout <{self.layout.offset_expr}, "
+                             f"{_dims_text(self.layout.stride_exprs)}> : ")
+        printer.print_attribute(self.source.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ViewOp:
+        src = parser.parse_unresolved_operand()
+        parser.parse_keyword("layout")
+        parser.parse_punctuation("<")
+        offset = parse_dim_expr(parser)
+        parser.parse_punctuation(",")
+        strides = _parse_dims(parser)
+        parser.parse_punctuation(">")
+        parser.parse_punctuation(":")
+        buf_type = parser.parse_type()
+        parser.parse_punctuation("->")
+        view_type = parser.parse_type()
+        if not isinstance(view_type, ViewType):
+            parser.raise_error(f"expected a !loop.view type, got {view_type}")
+        return cls(parser.resolve_operand(src, buf_type), view_type.dims, offset, strides)
+
+
+@irdl_op_definition
+class LaunchOp(IRDLOperation):
+    """Run a kernel on views (one per kernel argument), in program order:
+    ``loop.launch @add_2d(%out, %a, %b) : !loop.view<...>, ...``."""
+
+    name = "loop.launch"
+    kernel = prop_def(SymbolRefAttr)
+    views = var_operand_def(ViewType)
+    assembly_format = "$kernel `(` $views `)` attr-dict `:` type($views)"
+
+    def __init__(self, kernel: str, views: Sequence[SSAValue]) -> None:
+        super().__init__(operands=[list(views)], properties={"kernel": SymbolRefAttr(kernel)})
+
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel.root_reference.data
+
+
+@irdl_op_definition
+class OutputOp(IRDLOperation):
+    """The program's named outputs, each a whole ``output`` buffer:
+    ``loop.output "logits" = %b : !loop.buf<[seq, 151936], f32>``."""
+
+    name = "loop.output"
+    buffers = var_operand_def(BufType)
+    output_names = prop_def(ArrayAttr[StringAttr], prop_name="names")
+    traits = traits_def(IsTerminator())
+
+    def __init__(self, outputs: Sequence[tuple[str, SSAValue]]) -> None:
+        super().__init__(operands=[[v for _, v in outputs]],
+                         properties={"names": ArrayAttr([StringAttr(n) for n, _ in outputs])})
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.data for s in self.output_names.data)
+
+    def print(self, printer: Printer) -> None:
+        pairs = list(zip(self.names, self.buffers, strict=True))
+        if not pairs:
+            return
+        printer.print_string(" ")
+        printer.print_list(pairs, lambda p: (printer.print_string_literal(p[0]),
+                                             printer.print_string(" = "),
+                                             printer.print_operand(p[1])))
+        printer.print_string(" : ")
+        printer.print_list([b.type for b in self.buffers], printer.print_attribute)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> OutputOp:
+        pairs = []
+        if (first := parser.parse_optional_str_literal()) is not None:
+            parser.parse_punctuation("=")
+            pairs.append((first, parser.parse_unresolved_operand()))
+            while parser.parse_optional_punctuation(",") is not None:
+                name = parser.parse_str_literal()
+                parser.parse_punctuation("=")
+                pairs.append((name, parser.parse_unresolved_operand()))
+            parser.parse_punctuation(":")
+            types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        else:
+            types = []
+        return cls([(n, parser.resolve_operand(u, t))
+                    for (n, u), t in zip(pairs, types, strict=True)])
+
+
+@irdl_op_definition
+class ProgramOp(IRDLOperation):
+    """The host side of a compiled graph: buffers, views and kernel launches.
+
+    ``loop.program @qwen2 syms ["seq", "past"] { ... loop.output ... }``
+    """
+
+    name = "loop.program"
+    sym_name = prop_def(StringAttr)
+    syms = prop_def(ArrayAttr[StringAttr])
+    body = region_def("single_block")
+
+    def __init__(self, name: str, symbols: Sequence[str], body: Block) -> None:
+        super().__init__(properties={"sym_name": StringAttr(name),
+                                     "syms": ArrayAttr([StringAttr(s) for s in symbols])},
+                         regions=[Region(body)])
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(s.data for s in self.syms.data)
+
+    def buffers(self) -> list[BufferOp]:
+        return [op for op in self.body.block.ops if isinstance(op, BufferOp)]
+
+    def launches(self) -> list[LaunchOp]:
+        return [op for op in self.body.block.ops if isinstance(op, LaunchOp)]
+
+    def output_op(self) -> OutputOp:
+        last = self.body.block.last_op
+        if not isinstance(last, OutputOp):
+            raise VerifyException(f"loop.program @{self.sym_name.data} must end with loop.output")
+        return last
+
+    def verify_(self) -> None:
+        self.output_op()
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" syms [")
+        printer.print_list(self.symbols, printer.print_string_literal)
+        printer.print_string("] ")
+        printer.print_region(self.body, print_entry_block_args=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ProgramOp:
+        name = parser.parse_symbol_name().data
+        parser.parse_keyword("syms")
+        syms = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                 parser.parse_str_literal)
+        region = parser.parse_region()
+        return cls(name, syms, region.detach_block(0))
+
+
+# --------------------------------------------------------------------------
+# dtype <-> scalar type
+# --------------------------------------------------------------------------
+
+
+def scalar_type(dtype: str) -> Attribute:
+    """The scalar SSA type of one element of ``dtype`` (bool is i1)."""
+    from xdsl.dialects.builtin import bf16, f32, i1, i8, i32, i64
+
+    return {"f32": f32, "i64": i64, "i32": i32, "i8": i8, "bool": i1, "bf16": bf16}[dtype]
+
+
+def dtype_of_scalar(t: Attribute) -> str:
+    from xdsl.dialects.builtin import bf16, f32, i1, i8, i32, i64
+
+    for name, ty in (("f32", f32), ("i64", i64), ("i32", i32), ("i8", i8), ("bool", i1),
+                     ("bf16", bf16)):
+        if t == ty:
+            return name
+    raise VerifyException(f"{t} is not an element type of a buffer")
+
+
+Loop = Dialect(
+    "loop",
+    [KernelOp, ForOp, YieldOp, LoadOp, StoreOp, SymOp, CheckOp,
+     ProgramOp, BufferOp, ViewOp, LaunchOp, OutputOp],
+    [PtrType, BufType, ViewType, LayoutAttr, FootprintAttr],
+)

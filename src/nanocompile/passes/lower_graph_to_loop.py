@@ -1,0 +1,292 @@
+"""``lower-graph-to-loop``: one kernel per compute primitive, views for the rest.
+
+Each ``graph.func`` becomes a ``loop.program``. Per primitive:
+
+* ``input``/``weight``/``const`` become ``loop.buffer`` ops plus a full view;
+* movement primitives become ``loop.view`` ops, never kernels: ``permute``
+  swaps strides (a transposed weight is read in place), ``broadcast`` uses
+  stride 0, ``slice`` moves the offset, and ``reshape`` is a view whenever
+  strides can express it, else an explicit copy kernel;
+* every compute primitive becomes a ``temp`` buffer, a ``loop.kernel`` that
+  reads its operands through their strides and writes the buffer row-major,
+  and a ``loop.launch``;
+* ``graph.return`` becomes ``loop.output``: a returned temporary buffer is
+  renamed an ``output`` buffer; a returned view is copied into one.
+
+Identical kernels (the same body up to the kernel's name) are emitted once,
+so the 24 layers of Qwen2 share their kernels. After the pass no graph op
+remains; the pass checks it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.utils.exceptions import PassFailedException
+
+from nanocompile.dialects import graph as g
+from nanocompile.dialects import loop
+from nanocompile.kernels import (
+    build_binary,
+    build_cast,
+    build_concat,
+    build_copy,
+    build_dim,
+    build_gather,
+    build_iota,
+    build_matmul,
+    build_reduce,
+    build_select,
+    build_unary,
+)
+from nanocompile.layout import Layout
+from nanocompile.shapes import TensorSpec
+
+
+@dataclass
+class KernelLibrary:
+    """The distinct kernels of a module, keyed by their body."""
+
+    kernels: dict[str, loop.KernelOp] = field(default_factory=dict)
+    by_body: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, base: str, kernel: loop.KernelOp) -> str:
+        """Register ``kernel``; returns the name of an identical existing one if any."""
+        text = str(kernel).split("(", 1)[1]
+        key = hashlib.sha256(text.encode()).hexdigest()
+        if key in self.by_body:
+            return self.by_body[key]
+        n = self.counts.get(base, 0)
+        self.counts[base] = n + 1
+        name = base if n == 0 else f"{base}_{n}"
+        kernel.properties["sym_name"] = StringAttr(name)
+        self.kernels[name] = kernel
+        self.by_body[key] = name
+        return name
+
+
+def view_layout(value: SSAValue) -> tuple[SSAValue, Layout]:
+    """The buffer and layout behind a lowered value (a ``loop.view`` result)."""
+    owner = value.owner
+    if not isinstance(owner, loop.ViewOp):
+        raise PassFailedException(f"expected a lowered view, got {value.type}")
+    lay = owner.layout
+    return owner.source, Layout(owner.result.type.dims, lay.offset_expr, lay.stride_exprs)
+
+
+def new_view(rewriter: PatternRewriter, buffer: SSAValue, layout: Layout) -> SSAValue:
+    view = loop.ViewOp(buffer, layout.shape, layout.offset, layout.strides)
+    rewriter.insert(view)
+    return view.result
+
+
+def new_buffer(rewriter: PatternRewriter, kind: str, spec: TensorSpec,
+               name: str | None = None, value: g.ElementsAttr | None = None) -> SSAValue:
+    buf = loop.BufferOp(kind, loop.BufType.get(spec.dtype, spec.shape), name, value)
+    rewriter.insert(buf)
+    return buf.result
+
+
+def program_symbols(op: Operation) -> tuple[str, ...]:
+    program = op.parent_op()
+    assert isinstance(program, loop.ProgramOp)
+    return program.symbols
+
+
+@dataclass
+class Lowering:
+    """State shared by the patterns of one run: the kernel library."""
+
+    library: KernelLibrary = field(default_factory=KernelLibrary)
+
+    def launch(self, rewriter: PatternRewriter, op: g.GraphPrimitiveOp, kind: str,
+               build: object, operands: list[SSAValue]) -> None:
+        """Replace ``op`` by a temp buffer written by a kernel reading ``operands``."""
+        spec = op.results[0].type.spec
+        syms = program_symbols(op)
+        out_buf = new_buffer(rewriter, "temp", spec)
+        out_view = new_view(rewriter, out_buf, Layout.contiguous(spec.shape))
+        layouts = [view_layout(v)[1] for v in operands]
+        kernel = build(syms, spec, layouts)  # type: ignore[operator]
+        name = self.library.add(kind, kernel)
+        rewriter.insert(loop.LaunchOp(name, [out_view, *operands]))
+        rewriter.replace_all_uses_with(op.results[0], out_view)
+        rewriter.erase(op)
+
+
+class ConvertGraphFunc(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: g.GraphFuncOp, rewriter: PatternRewriter) -> None:
+        symbols = sorted(op.bound_symbols())
+        body = op.body.detach_block(0)
+        rewriter.replace(op, loop.ProgramOp(op.sym_name.data, symbols, body))
+
+
+class LowerSource(RewritePattern):
+    """``input``, ``weight`` and ``const`` become named or constant buffers."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: g.InputOp | g.WeightOp | g.ConstOp,
+                          rewriter: PatternRewriter) -> None:
+        spec = op.result.type.spec
+        if isinstance(op, g.InputOp):
+            buf = new_buffer(rewriter, "input", spec, op.arg_name.data)
+        elif isinstance(op, g.WeightOp):
+            buf = new_buffer(rewriter, "weight", spec, op.weight_name.data)
+        else:
+            buf = new_buffer(rewriter, "const", spec, value=op.value)
+        view = new_view(rewriter, buf, Layout.contiguous(spec.shape))
+        rewriter.replace_all_uses_with(op.result, view)
+        rewriter.erase(op)
+
+
+class LowerMovement(RewritePattern):
+    """``permute``, ``broadcast``, ``slice`` and view-expressible ``reshape`` are views."""
+
+    def __init__(self, lowering: Lowering) -> None:
+        self.lowering = lowering
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: g.PermuteOp | g.BroadcastOp | g.SliceOp | g.ReshapeOp,
+                          rewriter: PatternRewriter) -> None:
+        buf, lay = view_layout(op.operand)
+        shape = op.result.type.dims
+        if isinstance(op, g.PermuteOp):
+            new = lay.permute(op.permutation)
+        elif isinstance(op, g.BroadcastOp):
+            new = lay.broadcast(shape)
+        elif isinstance(op, g.SliceOp):
+            new = lay.slice(op.axis.data, op.start.data, op.stop.data)
+        else:
+            reshaped = lay.reshape(shape)
+            if reshaped is None:  # strides cannot say it: copy into a fresh buffer
+                self.lowering.launch(rewriter, op, "copy", build_copy, [op.operand])
+                return
+            new = reshaped
+        view = new_view(rewriter, buf, new)
+        rewriter.replace_all_uses_with(op.result, view)
+        rewriter.erase(op)
+
+
+class LowerCompute(RewritePattern):
+    """Every compute primitive: a temp buffer, a kernel, a launch."""
+
+    def __init__(self, lowering: Lowering) -> None:
+        self.lowering = lowering
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        entry = _COMPUTE.get(type(op))
+        if entry is None:
+            return
+        kind, build = entry
+        assert isinstance(op, g.GraphPrimitiveOp)
+        self.lowering.launch(rewriter, op, kind, build(op), list(op.operands))
+
+
+def _bin(kind: str):  # type: ignore[no-untyped-def]
+    return lambda op: build_binary(kind, op.lhs.type.dtype.data)
+
+
+def _un(kind: str):  # type: ignore[no-untyped-def]
+    return lambda op: build_unary(kind)
+
+
+_COMPUTE = {
+    g.AddOp: ("add", _bin("add")), g.SubOp: ("sub", _bin("sub")),
+    g.MulOp: ("mul", _bin("mul")), g.DivOp: ("div", _bin("div")),
+    g.LessEqualOp: ("less_equal", _bin("less_equal")),
+    g.WhereOp: ("where", lambda op: build_select),
+    g.NegOp: ("neg", _un("neg")), g.ExpOp: ("exp", _un("exp")),
+    g.SqrtOp: ("sqrt", _un("sqrt")), g.ReciprocalOp: ("reciprocal", _un("reciprocal")),
+    g.SinOp: ("sin", _un("sin")), g.CosOp: ("cos", _un("cos")),
+    g.CastOp: ("cast", lambda op: build_cast(op.operand.type.dtype.data)),
+    g.ReduceSumOp: ("reduce_sum", lambda op: build_reduce("sum", op.axis.data)),
+    g.ReduceMaxOp: ("reduce_max", lambda op: build_reduce("max", op.axis.data)),
+    g.ConcatOp: ("concat", lambda op: build_concat(op.axis.data)),
+    g.MatmulOp: ("matmul", lambda op: build_matmul),
+    g.GatherOp: ("gather", lambda op: build_gather),
+    g.IotaOp: ("iota", lambda op: build_iota(op.axis.data)),
+    g.DimOp: ("dim", lambda op: build_dim(op.expr.data)),
+}
+
+
+class LowerReturn(RewritePattern):
+    """Outputs become whole ``output`` buffers (a copy when a view is returned)."""
+
+    def __init__(self, lowering: Lowering) -> None:
+        self.lowering = lowering
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: g.ReturnOp, rewriter: PatternRewriter) -> None:
+        outputs = []
+        for name, value in zip(op.names, op.outputs, strict=True):
+            outputs.append((name, self._output_buffer(rewriter, op, name, value)))
+        rewriter.replace(op, loop.OutputOp(outputs))
+
+    def _output_buffer(self, rewriter: PatternRewriter, op: g.ReturnOp, name: str,
+                       value: SSAValue) -> SSAValue:
+        buf, lay = view_layout(value)
+        owner = buf.owner
+        assert isinstance(owner, loop.BufferOp)
+        whole = lay == Layout.contiguous(owner.result.type.dims)
+        if whole and owner.kind.data == "temp" and _only_view(buf, value):
+            owner.properties["kind"] = StringAttr("output")
+            owner.properties["name"] = StringAttr(name)
+            return buf
+        spec = TensorSpec(owner.result.type.dtype.data, lay.shape)
+        out = new_buffer(rewriter, "output", spec, name)
+        out_view = new_view(rewriter, out, Layout.contiguous(spec.shape))
+        kernel = build_copy(program_symbols(op), spec, [lay])
+        kname = self.lowering.library.add("copy", kernel)
+        rewriter.insert(loop.LaunchOp(kname, [out_view, value]))
+        return out
+
+
+def _only_view(buf: SSAValue, view: SSAValue) -> bool:
+    """True when a returned buffer is not also returned under another name."""
+    ret_uses = [u for u in view.uses if isinstance(u.operation, g.ReturnOp)]
+    return len(ret_uses) == 1
+
+
+@dataclass(frozen=True)
+class LowerGraphToLoopPass(ModulePass):
+    """Lower every ``graph.func`` to a ``loop.program`` plus its kernels."""
+
+    name = "lower-graph-to-loop"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        lowering = Lowering()
+        PatternRewriteWalker(GreedyRewritePatternApplier(
+            [ConvertGraphFunc()]), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier(
+            [LowerSource(), LowerMovement(lowering), LowerCompute(lowering),
+             LowerReturn(lowering)], dce_enabled=False),
+            apply_recursively=False).rewrite_module(op)
+        first = op.body.block.first_op
+        for kernel in lowering.library.kernels.values():
+            if first is None:
+                op.body.block.add_op(kernel)
+            else:
+                op.body.block.insert_op_before(kernel, first)
+        _check_fully_lowered(op)
+
+
+def _check_fully_lowered(module: ModuleOp) -> None:
+    for inner in module.walk():
+        if inner.name.startswith("graph."):
+            raise PassFailedException(
+                f"lower-graph-to-loop: {inner.name} was not lowered"
+            )
