@@ -301,8 +301,8 @@ class CEmitter:
                 args.append(base if off == 0 else f"{base} + {expr_c(off)}")
             kernel = kernels[launch.kernel_name]
             args += list(kernel.symbols)
-            body.append(f"  if ((rc = {kernel_c_name(launch.kernel_name)}({', '.join(args)})) != 0) "
-                        f"return {index} * 256 + rc;")
+            call = f"{kernel_c_name(launch.kernel_name)}({', '.join(args)})"
+            body.append(f"  if ((rc = {call}) != 0) return {index} * 256 + rc;")
         body.append("  return 0;")
         body.append("}")
         lines.extend(consts)

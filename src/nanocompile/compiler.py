@@ -1,0 +1,67 @@
+"""The compile driver: Graph IR -> Loop IR -> C -> shared library.
+
+Each stage is a function on ``ModuleOp`` objects (never text: parsing is the
+slow part of xDSL), verifies its result, and can be stopped after:
+
+    graph = build_qwen2(cfg)
+    loop_ir = lower_to_loop(graph)           # stage "loop"
+    c_source = emit_c(loop_ir)               # stage "c"
+    program = compile_program(graph, weights)  # all of it, cached by gcc
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+
+from nanocompile.backend.runtime import CompiledProgram
+from nanocompile.ir_checks import check_dominance
+from nanocompile.passes.lower_graph_to_loop import LowerGraphToLoopPass
+from nanocompile.targets.c import CEmitter
+
+STAGES = ("graph", "loop", "c")
+
+
+@dataclass
+class CompileTimes:
+    """Seconds spent per stage of the last compile."""
+
+    lower: float = 0.0
+    emit: float = 0.0
+    gcc: float = 0.0
+    cache_hit: bool = False
+
+
+def lower_to_loop(graph: ModuleOp) -> ModuleOp:
+    """A verified Loop-IR copy of ``graph`` (the input is left unchanged)."""
+    module = graph.clone()
+    LowerGraphToLoopPass().apply(Context(), module)
+    module.verify()
+    check_dominance(module)
+    return module
+
+
+def emit_c(loop_module: ModuleOp) -> str:
+    return CEmitter().emit_module(loop_module)
+
+
+def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
+                    sanitize: bool | None = None,
+                    times: CompileTimes | None = None) -> CompiledProgram:
+    """Lower, emit, build (or find in the cache) and load ``graph``."""
+    t0 = time.perf_counter()
+    loop_module = lower_to_loop(graph)
+    t1 = time.perf_counter()
+    program = CompiledProgram(loop_module, weights, sanitize=sanitize)
+    t2 = time.perf_counter()
+    if times is not None:
+        times.lower = t1 - t0
+        times.gcc = program.library.compile_seconds
+        times.emit = (t2 - t1) - times.gcc
+        times.cache_hit = program.library.cache_hit
+    return program
