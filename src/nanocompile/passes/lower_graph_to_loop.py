@@ -269,6 +269,9 @@ class LowerGraphToLoopPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         lowering = Lowering()
+        for func in op.ops:  # kernels must not take the name of a graph
+            if isinstance(func, g.GraphFuncOp):
+                lowering.library.counts[func.sym_name.data] = 1
         PatternRewriteWalker(GreedyRewritePatternApplier(
             [ConvertGraphFunc()]), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(GreedyRewritePatternApplier(

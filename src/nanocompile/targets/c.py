@@ -272,6 +272,7 @@ class CEmitter:
         ]
         body += [f"  const int64_t {s} = syms[{i}];" for i, s in enumerate(program.symbols)]
         body += [f"  (void){s};" for s in program.symbols]
+        body.append("  (void)syms; (void)io; (void)arena; (void)temp_offsets;")
         n_io = n_temp = 0
         for buf in program.buffers():
             ctype = C_TYPES[buf.result.type.dtype.data]
