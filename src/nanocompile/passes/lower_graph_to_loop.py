@@ -21,6 +21,7 @@ remains; the pass checks it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -61,7 +62,18 @@ class KernelLibrary:
 
     kernels: dict[str, loop.KernelOp] = field(default_factory=dict)
     by_body: dict[str, str] = field(default_factory=dict)
+    by_key: dict[tuple[object, ...], str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+
+    def lookup(self, key: tuple[object, ...], base: str, build: Callable[[], loop.KernelOp]
+               ) -> str:
+        """The kernel for a structural key (what it computes on which layouts),
+        built only the first time the key is seen."""
+        name = self.by_key.get(key)
+        if name is None:
+            name = self.add(base, build())
+            self.by_key[key] = name
+        return name
 
     def add(self, base: str, kernel: loop.KernelOp) -> str:
         """Register ``kernel``; returns the name of an identical existing one if any."""
@@ -120,8 +132,11 @@ class Lowering:
         out_buf = new_buffer(rewriter, "temp", spec)
         out_view = new_view(rewriter, out_buf, Layout.contiguous(spec.shape))
         layouts = [view_layout(v)[1] for v in operands]
-        kernel = build(syms, spec, layouts)  # type: ignore[operator]
-        name = self.library.add(kind, kernel)
+        props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
+        key = (kind, op.name, props, syms, spec,
+               tuple((v.type.dtype.data, lay.shape, lay.strides)  # type: ignore[union-attr]
+                     for v, lay in zip(operands, layouts, strict=True)))
+        name = self.library.lookup(key, kind, lambda: build(syms, spec, layouts))  # type: ignore[operator]
         rewriter.insert(loop.LaunchOp(name, [out_view, *operands]))
         rewriter.replace_all_uses_with(op.results[0], out_view)
         rewriter.erase(op)
