@@ -163,7 +163,8 @@ class CEmitter:
             f.names[arg] = f"p{i}"
             params.append(f"{qual}{ctype} *restrict p{i}")
         params += [f"const int64_t {s}" for s in kernel.symbols]
-        f.lines.append(f"static int32_t {kernel_c_name(kernel.sym_name.data)}"
+        f.lines.append(f"static __attribute__((noinline)) int32_t "
+                       f"{kernel_c_name(kernel.sym_name.data)}"
                        f"({', '.join(params)}) {{")
         for op in kernel.body.block.ops:
             self._emit_op(op, f, 1)

@@ -30,7 +30,7 @@ builtin.module {
   }
 }
 
-// CHECK:      static int32_t nck_neg_sum(float *restrict p0, const float *restrict p1, const float *restrict p2, const int64_t seq) {
+// CHECK:      static __attribute__((noinline)) int32_t nck_neg_sum(float *restrict p0, const float *restrict p1, const float *restrict p2, const int64_t seq) {
 // CHECK-NEXT:   const int64_t v0 = seq;
 // CHECK-NEXT:   const int64_t v1 = INT64_C(0);
 // CHECK-NEXT:   for (int64_t i2 = v1; i2 < v0; ++i2) {  /* d0 */
