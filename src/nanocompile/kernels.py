@@ -159,30 +159,36 @@ def build_matmul(symbols: Sequence[str], spec: TensorSpec,
     return kb.finish("matmul")
 
 
-def build_gather(symbols: Sequence[str], spec: TensorSpec,
-                 layouts: Sequence[Layout]) -> loop.KernelOp:
-    """``out[i..., j...] = table[ids[i...], j...]``; an id outside [0, rows) exits with 1."""
-    table, ids = layouts
-    n_ids = len(ids.shape)
-    # the table footprint is the rows actually read: one per id
-    rows_read = Layout(ids.shape + table.shape[1:], table.offset,
-                       tuple(Expr.const(1) for _ in ids.shape) + table.strides[1:])
-    kb = _new(symbols, spec, [(spec.dtype, rows_read), ("i64", ids)])
-    rows = table.shape[0]
+def build_gather(ids_dtype: str) -> Callable[..., loop.KernelOp]:
+    """``out[i..., j...] = table[ids[i...], j...]``; an id outside [0, rows) exits with 1.
 
-    def body(ivs: list[SSAValue]) -> None:
-        idx = kb.load(2, ivs[:n_ids])
-        zero = kb.const(0, "i64")
-        ok_lo = kb.op(arith.CmpiOp(idx, zero, "sge"))
-        ok_hi = kb.op(arith.CmpiOp(idx, kb.const(rows.const_value, "i64"), "slt"))
-        kb.op_noresult(loop.CheckOp(kb.op(arith.AndIOp(ok_lo, ok_hi)), 1,
-                                    "graph.gather: id out of range"))
-        row = kb.op(arith.IndexCastOp(idx, IndexType()))
-        value = kb.load_at(1, [row, *ivs[n_ids:]], table.strides)
-        kb.store(value, 0, ivs)
+    ``rows`` may be symbolic (a table that is an input or a slice): the bound is
+    computed at run time from the symbols."""
 
-    kb.loop_nest(spec.shape, body)
-    return kb.finish("gather")
+    def build(symbols: Sequence[str], spec: TensorSpec,
+              layouts: Sequence[Layout]) -> loop.KernelOp:
+        table, ids = layouts
+        n_ids = len(ids.shape)
+        # the table footprint is the rows actually read: one per id
+        rows_read = Layout(ids.shape + table.shape[1:], table.offset,
+                           tuple(Expr.const(1) for _ in ids.shape) + table.strides[1:])
+        kb = _new(symbols, spec, [(spec.dtype, rows_read), (ids_dtype, ids)])
+
+        def body(ivs: list[SSAValue]) -> None:
+            raw = kb.load(2, ivs[:n_ids])
+            idx = emit_cast(kb, raw, ids_dtype, "i64")
+            ok_lo = kb.op(arith.CmpiOp(idx, kb.const(0, "i64"), "sge"))
+            rows = kb.op(arith.IndexCastOp(kb.expr(table.shape[0]), loop.scalar_type("i64")))
+            ok_hi = kb.op(arith.CmpiOp(idx, rows, "slt"))
+            kb.op_noresult(loop.CheckOp(kb.op(arith.AndIOp(ok_lo, ok_hi)), 1,
+                                        "graph.gather: id out of range"))
+            row = kb.op(arith.IndexCastOp(idx, IndexType()))
+            kb.store(kb.load_at(1, [row, *ivs[n_ids:]], table.strides), 0, ivs)
+
+        kb.loop_nest(spec.shape, body)
+        return kb.finish("gather")
+
+    return build
 
 
 def build_concat(axis: int) -> Callable[..., loop.KernelOp]:

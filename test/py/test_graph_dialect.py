@@ -122,3 +122,14 @@ def test_graph_dialect_has_every_primitive() -> None:
     }
     assert primitives <= names
     assert names - primitives == {"func", "return"}
+
+
+def test_only_sources_with_a_name_are_impure() -> None:
+    """graph.input and graph.weight are the signature: never dead code."""
+    from xdsl.traits import Pure
+
+    assert not g.InputOp.has_trait(Pure)
+    assert not g.WeightOp.has_trait(Pure)
+    for op in g.Graph.operations:
+        if op not in (g.InputOp, g.WeightOp, g.GraphFuncOp, g.ReturnOp):
+            assert op.has_trait(Pure), op.name

@@ -17,5 +17,6 @@ def test_lit_suite_passes() -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     passed = re.search(r"Passed\s*:\s*(\d+)", out)
-    assert passed and int(passed.group(1)) > 0, f"lit ran no test:\n{out}"
+    assert passed, f"lit ran no test:\n{out}"
+    assert int(passed.group(1)) > 0, f"lit ran no test:\n{out}"
     assert not re.search(r"(Failed|Unresolved|Timed Out)\s*:", out), out

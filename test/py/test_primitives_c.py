@@ -986,7 +986,7 @@ def test_same_graph_same_c_and_cache_hit(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 # --------------------------------------------------------------------------
-# 9. known bugs (xfail strict): each reason gives the reproduction
+# 9. regression tests for the bugs this suite found (all fixed)
 # --------------------------------------------------------------------------
 
 
@@ -999,12 +999,7 @@ def narrow_ids(kernel_cache: Path) -> Case:
     return build_case(gb, {"t": np.arange(ROWS * 3, dtype=np.float32).reshape(ROWS, 3)})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG kernels.build_gather declares the ids argument as i64 whatever its dtype "
-    "(`[(spec.dtype, rows_read), ('i64', ids)]`), so i32/i8 ids (accepted by the "
-    "verifier, shapes.gather allows any int dtype) are read as int64: "
-    "gather(weight t[11,3], input ids:i32[n]) with ids=[0,4,2] raises KernelError "
-    "'id out of range' (the pair 0,4 reads as 4<<32), and reads past the ids buffer"))
+# regression (fixed): gather read i32/i8 ids as int64
 @pytest.mark.parametrize("dt", ["i32", "i8"])
 def test_gather_narrow_id_dtypes(narrow_ids: Case, dt: str) -> None:
     """gather with i32 / i8 ids equals the interpreter (ids are placed at the
@@ -1036,11 +1031,7 @@ def symbolic_rows(kernel_cache: Path) -> tuple[Case, Case]:
     return input_table, build_case(gb, {"w": padded[:10]})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG kernels.build_gather bounds ids by `rows.const_value`, the constant term of "
-    "the table's row count: for a table input f32[r, 3], ids=[0, 4, 2] with r=5 all "
-    "fail ('id out of range', the bound is 0); for weight[10,3].slice(0, s, 10) the "
-    "bound is 10, not 10 - s, so id 9 at s=5 reads past the weight silently"))
+# regression (fixed): gather bounded ids by the constant part of a symbolic row count
 @pytest.mark.parametrize("case", ["input table", "sliced weight"])
 def test_gather_symbolic_row_count(symbolic_rows: tuple[Case, Case], case: str) -> None:
     """A table whose row count is symbolic: valid ids give the interpreter's rows,
@@ -1071,12 +1062,7 @@ def unchecked_slices(kernel_cache: Path) -> Case:
     return build_case(gb)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG the compiled runtime never checks symbolic slice bounds (spec 2.1: 'the run "
-    "time checks the rest'; the interpreter raises InterpreterError): "
-    "x:f32[n], y:f32[m], out = x.slice(0, 0, m) + y run at n=2, m=4 reads 2 floats "
-    "past x and returns them (m = 10**7 reads 40 MB past x: segfault); "
-    "x.slice(0, 1, n).sum(0) at n=0 silently returns 0.0"))
+# regression (fixed): symbolic slice bounds were not checked at run time
 @pytest.mark.parametrize("case", ["stop > size", "start > stop"])
 def test_symbolic_slice_bounds_checked(unchecked_slices: Case, case: str) -> None:
     """Slice bounds that do not fit at run time raise a Python error in the
@@ -1110,9 +1096,7 @@ except Exception as e:
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (same as test_symbolic_slice_bounds_checked) x.slice(0, 0, m) + y at n=2, "
-    "m=10**7 reads 40 MB past x: the process dies with SIGSEGV (rc -11)"))
+# regression (fixed): a slice past the end read out of bounds (SIGSEGV)
 def test_slice_overrun_does_not_crash(kernel_cache: Path) -> None:
     """In a child Python: an unfitting symbolic slice raises a Python error; the
     child exits normally."""
@@ -1133,13 +1117,7 @@ def unused_input(kernel_cache: Path) -> Case:
     return build_case(gb)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG lower_graph_to_loop's first PatternRewriteWalker uses "
-    "GreedyRewritePatternApplier([ConvertGraphFunc()]) with xDSL's default "
-    "dce_enabled=True, which erases graph.input ops no op consumes: for inputs "
-    "x:f32[n], shape_only:f32[m] and outputs -x, dim(m), the interpreter needs both "
-    "inputs, while the compiled program rejects shape_only ('unknown input(s)') and, "
-    "without it, dies with a bare KeyError: 'm' (not an ArgumentError)"))
+# regression (fixed): lowering deleted inputs no op reads (DCE of graph.input)
 def test_unused_input_keeps_signature(unused_input: Case) -> None:
     """The compiled signature is the graph's (an input that only binds a symbol
     counts), so both backends accept the same arguments and agree."""
@@ -1159,10 +1137,7 @@ def nan_const(kernel_cache: Path) -> Case:
     return build_case(gb)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG targets/c.py float_literal prints every NaN as `NAN`, dropping the sign and "
-    "payload of a NaN constant: where(cond, x, const(-NaN 0xffc12345)) gives "
-    "0x7fc00000 where the interpreter gives 0xffc12345"))
+# regression (fixed): NaN constants lost their sign and payload in C
 def test_where_nan_constant_bits(nan_const: Case) -> None:
     """A NaN constant keeps its bits through ``where`` (bitwise claim)."""
     inputs = {"cond": np.array([True, False, False]), "x": np.ones(3, np.float32)}

@@ -16,34 +16,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _prompts import PROMPTS, max_rel_diff, prompt_ids
 
 from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.engine import Engine, F32Weights
 from nanocompile.interpreter import InterpreterBackend
 from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
-from nanocompile.tokenizer.chat import render_chat
-from nanocompile.tokenizer.tokenizer import Tokenizer
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.oracle
-
-PROMPTS = {
-    "france": "The capital of France is",
-    "fibonacci": "def fibonacci(n):",
-    "chat": None,  # a ChatML user turn, rendered with the snapshot's template
-}
-
-
-def prompt_ids(snapshot_dir: Path, key: str) -> list[int]:
-    tok = Tokenizer.from_dir(snapshot_dir)
-    text = PROMPTS[key]
-    if text is None:
-        text = render_chat([{"role": "user", "content": "Write a haiku about compilers."}],
-                           add_generation_prompt=True, snapshot_dir=snapshot_dir)
-    return tok.encode(text)
-
 
 class Pair:
     """Our interpreter engine and transformers on the same snapshot bytes."""
@@ -64,20 +47,19 @@ class Pair:
             return self.hf(torch.tensor([ids]), use_cache=True)
 
     def hf_greedy(self, ids: list[int], n: int) -> list[int]:
+        """Plain greedy decoding. Every generation_config default is overridden:
+        the snapshot's repetition_penalty 1.1 would otherwise apply even with
+        do_sample=False (spec §1.4: not applied unless asked for)."""
         with torch.no_grad():
             out = self.hf.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False,
-                                   min_new_tokens=n, pad_token_id=0)
+                                   min_new_tokens=n, pad_token_id=0, repetition_penalty=1.0,
+                                   temperature=None, top_k=None, top_p=None)
         return out[0, len(ids):].tolist()
 
 
 def hf_cache_layers(out) -> list[tuple[np.ndarray, np.ndarray]]:  # type: ignore[no-untyped-def]
     cache = out.past_key_values
     return [(layer.keys[0].numpy(), layer.values[0].numpy()) for layer in cache.layers]
-
-
-def max_rel_diff(ours: np.ndarray, ref: np.ndarray) -> float:
-    """max |ours - ref| over the largest |ref| (at least 1)."""
-    return float(np.abs(ours - ref).max() / max(1.0, float(np.abs(ref).max())))
 
 
 @pytest.fixture(scope="module")

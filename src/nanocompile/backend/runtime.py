@@ -114,6 +114,7 @@ class CompiledProgram:
         self._plans: dict[tuple[int, ...], ArenaPlan] = {}
         self._arena = np.zeros(0, np.uint8)
         self._checks = _check_messages(module)
+        self._requirements = self.program.requirements()
         self._weights = self._bind_weights(weights)
         self._io_order = [(b.kind.data, b.buffer_name.data) for b in self.program.buffers()
                           if b.buffer_name is not None]
@@ -151,6 +152,7 @@ class CompiledProgram:
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         bindings = self.signature.bind(inputs)
+        self._check_requirements(bindings)
         for iname, _ in self.signature.inputs:
             if not inputs[iname].flags.c_contiguous:
                 raise ArgumentError(f"input '{iname}' must be C-contiguous")
@@ -175,7 +177,19 @@ class CompiledProgram:
             raise self._error(rc)
         return outputs
 
-    def _error(self, rc: int) -> KernelError:
+    def _check_requirements(self, bindings: Mapping[str, int]) -> None:
+        for req in self._requirements:
+            if req.expr.data.evaluate(bindings) < 0:
+                raise ArgumentError(self._requirement_message(req, bindings))
+
+    def _requirement_message(self, req: loop.RequireOp, bindings: Mapping[str, int]) -> str:
+        bound = ", ".join(f"{k}={v}" for k, v in sorted(bindings.items()))
+        return f"@{self.signature.name}: {req.message.data} (with {bound})"
+
+    def _error(self, rc: int) -> Exception:
+        if rc < 0:  # a requirement the C entry checked (the runtime checks first)
+            return ArgumentError(f"@{self.signature.name}: "
+                                 f"{self._requirements[-rc - 1].message.data}")
         step, code = divmod(rc, 256)
         launches = self.program.launches()
         kernel = launches[step].kernel_name if 0 <= step < len(launches) else "?"

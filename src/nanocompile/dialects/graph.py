@@ -223,8 +223,6 @@ class GraphPrimitiveOp(IRDLOperation):
     PROPS: ClassVar[tuple[tuple[str, str], ...]] = ()
     ROLES: ClassVar[tuple[str, ...]] = ("operand",)
 
-    traits = traits_def(Pure())
-
     # -- inference ----------------------------------------------------------
     def labeled_operands(self) -> list[Labeled]:
         roles = self.ROLES
@@ -304,6 +302,12 @@ class GraphPrimitiveOp(IRDLOperation):
         return op
 
 
+class PurePrimitiveOp(GraphPrimitiveOp):
+    """A primitive without side effects (everything but ``input`` and ``weight``)."""
+
+    traits = traits_def(Pure())
+
+
 def _group_operands(cls: type[IRDLOperation], operands: list[SSAValue]) -> list:
     if cls is ConcatOp:
         return [operands]
@@ -361,7 +365,7 @@ class InputOp(GraphPrimitiveOp):
     arg_name = prop_def(StringAttr, prop_name="name")
     result = result_def(TensorType)
     PROPS: ClassVar[tuple[tuple[str, str], ...]] = (("name", "name"),)
-    traits = traits_def()  # not Pure: an unused input is still part of the signature
+    # not Pure: an unused input is still part of the signature
 
     def __init__(self, name: str, dtype: str, shape: Sequence[ExprLike]) -> None:
         super().__init__(result_types=[TensorType.get(dtype, shape)],
@@ -382,7 +386,7 @@ class WeightOp(GraphPrimitiveOp):
     weight_name = prop_def(StringAttr, prop_name="name")
     result = result_def(TensorType)
     PROPS: ClassVar[tuple[tuple[str, str], ...]] = (("name", "name"),)
-    traits = traits_def()  # not Pure: weights are the graph's signature too
+    # not Pure: weights are the graph's signature too
 
     def __init__(self, name: str, shape: Sequence[int], dtype: str = "f32") -> None:
         super().__init__(result_types=[TensorType.get(dtype, shape)],
@@ -400,7 +404,7 @@ class WeightOp(GraphPrimitiveOp):
 
 
 @irdl_op_definition
-class ConstOp(GraphPrimitiveOp):
+class ConstOp(PurePrimitiveOp):
     """A literal array (0-d for scalars).
 
     ``%c = graph.const #graph.elements<f32: [0.125]> : !graph.tensor<[], f32>``
@@ -451,7 +455,7 @@ class ConstOp(GraphPrimitiveOp):
 
 
 @irdl_op_definition
-class IotaOp(GraphPrimitiveOp):
+class IotaOp(PurePrimitiveOp):
     """Each element is its index along ``axis``.
 
     ``%i = graph.iota axis = 0 : !graph.tensor<[seq], i64>``
@@ -472,7 +476,7 @@ class IotaOp(GraphPrimitiveOp):
 
 
 @irdl_op_definition
-class DimOp(GraphPrimitiveOp):
+class DimOp(PurePrimitiveOp):
     """The run-time value of a shape expression, as a 0-d i64.
 
     ``%p = graph.dim past : !graph.tensor<[], i64>``
@@ -496,7 +500,7 @@ class DimOp(GraphPrimitiveOp):
 # --------------------------------------------------------------------------
 
 
-class BinaryOp(GraphPrimitiveOp):
+class BinaryOp(PurePrimitiveOp):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
@@ -563,7 +567,7 @@ class LessEqualOp(BinaryOp):
 
 
 @irdl_op_definition
-class WhereOp(GraphPrimitiveOp):
+class WhereOp(PurePrimitiveOp):
     """``%y = graph.where %c, %a, %b : (!graph.tensor<[4], bool>, T, T) -> T``"""
 
     name = "graph.where"
@@ -582,7 +586,7 @@ class WhereOp(GraphPrimitiveOp):
         return shapes.where(*self.labeled_operands())
 
 
-class UnaryOp(GraphPrimitiveOp):
+class UnaryOp(PurePrimitiveOp):
     operand = operand_def(TensorType)
     result = result_def(TensorType)
     KIND: ClassVar[str]
@@ -644,7 +648,7 @@ class CosOp(UnaryOp):
 
 
 @irdl_op_definition
-class CastOp(GraphPrimitiveOp):
+class CastOp(PurePrimitiveOp):
     """NumPy ``astype``; to bool means != 0; bf16 only widens to f32.
 
     ``%y = graph.cast %x : !graph.tensor<[seq], i64> -> !graph.tensor<[seq], f32>``
@@ -667,7 +671,7 @@ class CastOp(GraphPrimitiveOp):
 # --------------------------------------------------------------------------
 
 
-class ReduceOp(GraphPrimitiveOp):
+class ReduceOp(PurePrimitiveOp):
     operand = operand_def(TensorType)
     result = result_def(TensorType)
     axis = prop_def(IntAttr)
@@ -713,7 +717,7 @@ class ReduceMaxOp(ReduceOp):
 
 
 @irdl_op_definition
-class ReshapeOp(GraphPrimitiveOp):
+class ReshapeOp(PurePrimitiveOp):
     """Same elements, new shape (element counts equal as polynomials).
 
     ``%y = graph.reshape %x : !graph.tensor<[seq, 896], f32> ->
@@ -734,7 +738,7 @@ class ReshapeOp(GraphPrimitiveOp):
 
 
 @irdl_op_definition
-class PermuteOp(GraphPrimitiveOp):
+class PermuteOp(PurePrimitiveOp):
     """Axis permutation: result dim i is operand dim ``perm[i]``.
 
     ``%t = graph.permute %w perm = [1, 0] : !graph.tensor<[128, 896], f32> ->
@@ -761,7 +765,7 @@ class PermuteOp(GraphPrimitiveOp):
 
 
 @irdl_op_definition
-class BroadcastOp(GraphPrimitiveOp):
+class BroadcastOp(PurePrimitiveOp):
     """Stretch size-1 dims to the result shape (same rank).
 
     ``%b = graph.broadcast %x : !graph.tensor<[seq, 1], f32> ->
@@ -781,7 +785,7 @@ class BroadcastOp(GraphPrimitiveOp):
 
 
 @irdl_op_definition
-class SliceOp(GraphPrimitiveOp):
+class SliceOp(PurePrimitiveOp):
     """Unit-step slice ``[start, stop)`` along ``axis``; bounds may be symbolic.
 
     ``%l = graph.slice %x axis = 0, start = seq - 1, stop = seq :
@@ -811,7 +815,7 @@ class SliceOp(GraphPrimitiveOp):
 
 
 @irdl_op_definition
-class ConcatOp(GraphPrimitiveOp):
+class ConcatOp(PurePrimitiveOp):
     """Join along ``axis``; zero-length operands are allowed (``past = 0``).
 
     ``%k = graph.concat %old, %new axis = 1 : (!graph.tensor<[2, past, 64], f32>,
@@ -841,7 +845,7 @@ class ConcatOp(GraphPrimitiveOp):
 
 
 @irdl_op_definition
-class MatmulOp(GraphPrimitiveOp):
+class MatmulOp(PurePrimitiveOp):
     """``[..., M, K] x [..., K, N] -> [..., M, N]``, equal rank >= 2, float.
 
     ``%y = graph.matmul %x, %wt : (!graph.tensor<[seq, 896], f32>,
@@ -863,7 +867,7 @@ class MatmulOp(GraphPrimitiveOp):
 
 
 @irdl_op_definition
-class GatherOp(GraphPrimitiveOp):
+class GatherOp(PurePrimitiveOp):
     """Rows of ``table`` picked by integer ``ids``; result ``ids.shape + table.shape[1:]``.
 
     ``%h = graph.gather %embed, %ids : (!graph.tensor<[151936, 896], f32>,

@@ -729,6 +729,38 @@ class ViewOp(IRDLOperation):
 
 
 @irdl_op_definition
+class RequireOp(IRDLOperation):
+    """A run-time precondition of the program on its symbols: ``expr >= 0``.
+
+    ``loop.require seq - 1 >= 0, "graph.slice: start past the end"``. The
+    runtime and the C entry both check every requirement before any kernel
+    runs (a symbolic slice whose bounds the verifier could not decide).
+    """
+
+    name = "loop.require"
+    expr = prop_def(DimAttr)
+    message = prop_def(StringAttr)
+
+    def __init__(self, expr: ExprLike, message: str) -> None:
+        super().__init__(properties={"expr": DimAttr(Expr.lift(expr)),
+                                     "message": StringAttr(message)})
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.expr.data} >= 0, ")
+        printer.print_string_literal(self.message.data)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> RequireOp:
+        expr = parse_dim_expr(parser)
+        parser.parse_punctuation(">=")
+        zero = parser.parse_integer(allow_boolean=False)
+        if zero != 0:
+            parser.raise_error("expected '>= 0'")
+        parser.parse_punctuation(",")
+        return cls(expr, parser.parse_str_literal())
+
+
+@irdl_op_definition
 class LaunchOp(IRDLOperation):
     """Run a kernel on views (one per kernel argument), in program order:
     ``loop.launch @add_2d(%out, %a, %b) : !loop.view<...>, ...``."""
@@ -820,6 +852,9 @@ class ProgramOp(IRDLOperation):
     def launches(self) -> list[LaunchOp]:
         return [op for op in self.body.block.ops if isinstance(op, LaunchOp)]
 
+    def requirements(self) -> list[RequireOp]:
+        return [op for op in self.body.block.ops if isinstance(op, RequireOp)]
+
     def output_op(self) -> OutputOp:
         last = self.body.block.last_op
         if not isinstance(last, OutputOp):
@@ -872,6 +907,6 @@ def dtype_of_scalar(t: Attribute) -> str:
 Loop = Dialect(
     "loop",
     [KernelOp, ForOp, YieldOp, LoadOp, StoreOp, SymOp, CheckOp,
-     ProgramOp, BufferOp, ViewOp, LaunchOp, OutputOp],
+     ProgramOp, BufferOp, ViewOp, RequireOp, LaunchOp, OutputOp],
     [PtrType, BufType, ViewType, LayoutAttr, FootprintAttr],
 )

@@ -54,6 +54,7 @@ from nanocompile.kernels import (
 )
 from nanocompile.layout import Layout
 from nanocompile.shapes import TensorSpec
+from nanocompile.symbolic import Expr
 
 
 @dataclass
@@ -185,6 +186,7 @@ class LowerMovement(RewritePattern):
             new = lay.broadcast(shape)
         elif isinstance(op, g.SliceOp):
             new = lay.slice(op.axis.data, op.start.data, op.stop.data)
+            _require_slice_bounds(rewriter, op, lay.shape[op.axis.data])
         else:
             reshaped = lay.reshape(shape)
             if reshaped is None:  # strides cannot say it: copy into a fresh buffer
@@ -194,6 +196,16 @@ class LowerMovement(RewritePattern):
         view = new_view(rewriter, buf, new)
         rewriter.replace_all_uses_with(op.result, view)
         rewriter.erase(op)
+
+
+def _require_slice_bounds(rewriter: PatternRewriter, op: g.SliceOp, size: Expr) -> None:
+    """``0 <= start <= stop <= size`` where the verifier could not decide it."""
+    start, stop = op.start.data, op.stop.data
+    where = f"graph.slice [{start}, {stop}) of axis {op.axis.data} (size {size})"
+    for diff, what in ((start, "start < 0"), (stop - start, "stop < start"),
+                       (size - stop, "stop past the end")):
+        if not diff.provably_nonnegative():
+            rewriter.insert(loop.RequireOp(diff, f"{where}: {what}"))
 
 
 class LowerCompute(RewritePattern):
@@ -232,7 +244,7 @@ _COMPUTE = {
     g.ReduceMaxOp: ("reduce_max", lambda op: build_reduce("max", op.axis.data)),
     g.ConcatOp: ("concat", lambda op: build_concat(op.axis.data)),
     g.MatmulOp: ("matmul", lambda op: build_matmul),
-    g.GatherOp: ("gather", lambda op: build_gather),
+    g.GatherOp: ("gather", lambda op: build_gather(op.ids.type.dtype.data)),
     g.IotaOp: ("iota", lambda op: build_iota(op.axis.data)),
     g.DimOp: ("dim", lambda op: build_dim(op.expr.data)),
 }
@@ -288,7 +300,7 @@ class LowerGraphToLoopPass(ModulePass):
             if isinstance(func, g.GraphFuncOp):
                 lowering.library.counts[func.sym_name.data] = 1
         PatternRewriteWalker(GreedyRewritePatternApplier(
-            [ConvertGraphFunc()]), apply_recursively=False).rewrite_module(op)
+            [ConvertGraphFunc()], dce_enabled=False), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(GreedyRewritePatternApplier(
             [LowerSource(), LowerMovement(lowering), LowerCompute(lowering),
              LowerReturn(lowering)], dce_enabled=False),

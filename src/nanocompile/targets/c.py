@@ -8,8 +8,9 @@
 
 ``syms`` holds the size symbols in the program's order, ``io`` the input,
 weight and output buffers in declaration order, ``arena`` the temporaries at
-``temp_offsets``. The entry returns 0, or ``256 * launch + code`` for the
-first kernel that exited with ``code`` (a failed ``loop.check``).
+``temp_offsets``. The entry returns 0, ``-(k + 1)`` when requirement ``k``
+(a ``loop.require``) does not hold, or ``256 * launch + code`` for the first
+kernel that exited with ``code`` (a failed ``loop.check``).
 
 Every SSA value becomes one ``const`` local, so no expression is nested and
 no precedence can be got wrong; float literals are exact hex floats. The
@@ -22,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import IO
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -82,9 +84,14 @@ def kernel_c_name(name: str) -> str:
 
 
 def float_literal(value: float) -> str:
-    """An exact C literal for an f32 value."""
+    """An exact C literal for an f32 value (a NaN keeps its sign and payload)."""
     if math.isnan(value):
-        return "NAN"
+        bits = int(np.float32(value).view(np.uint32))
+        quiet = bool(bits & 0x400000)
+        payload = bits & (0x3FFFFF if quiet else 0x7FFFFF)
+        builtin = "__builtin_nanf" if quiet else "__builtin_nansf"
+        text = f'{builtin}("{payload:#x}")'
+        return f"(-{text})" if bits >> 31 else text
     if math.isinf(value):
         return "INFINITY" if value > 0 else "(-INFINITY)"
     return f"({value.hex()}f)" if value < 0 or (value == 0 and math.copysign(1, value) < 0) \
@@ -274,6 +281,9 @@ class CEmitter:
         body += [f"  const int64_t {s} = syms[{i}];" for i, s in enumerate(program.symbols)]
         body += [f"  (void){s};" for s in program.symbols]
         body.append("  (void)syms; (void)io; (void)arena; (void)temp_offsets;")
+        for k, req in enumerate(program.requirements()):
+            body.append(f"  if (!({expr_c(req.expr.data)} >= 0)) return {-(k + 1)};"
+                        f"  /* {req.message.data} */")
         n_io = n_temp = 0
         for buf in program.buffers():
             ctype = C_TYPES[buf.result.type.dtype.data]
@@ -325,12 +335,16 @@ def _kernels_by_name(program: loop.ProgramOp) -> dict[str, loop.KernelOp]:
             if isinstance(op, loop.KernelOp)}
 
 
+def _nan_literal(v: np.float32) -> str:
+    return float_literal(float(np.float32(v)))  # the payload survives the f64 round trip
+
+
 def _const_array(name: str, buf: loop.BufferOp) -> str:
     assert buf.value is not None
     dtype = buf.result.type.dtype.data
     values = buf.value.to_array()
     if dtype == "f32":
-        items = [float_literal(float(v)) for v in values]
+        items = [float_literal(float(v)) if not np.isnan(v) else _nan_literal(v) for v in values]
     elif dtype == "bool":
         items = ["true" if v else "false" for v in values]
     else:

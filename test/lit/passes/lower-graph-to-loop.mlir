@@ -126,3 +126,21 @@ graph.func @return_view {
 // CHECK:         %[[O:.*]] = loop.buffer output "t" : !loop.buf<[seq, 4], f32>
 // CHECK:         loop.launch @copy(
 // CHECK:         loop.output "t" = %[[O]]
+
+// -----
+
+// A slice whose bounds the verifier cannot decide becomes a run-time
+// requirement of the program (checked before any kernel runs).
+graph.func @last_row {
+  %x = graph.input "x" : !graph.tensor<[seq, 8], f32>
+  %m = graph.input "m" : !graph.tensor<[m], f32>
+  %l = graph.slice %x axis = 0, start = seq - 1, stop = seq : !graph.tensor<[seq, 8], f32> -> !graph.tensor<[1, 8], f32>
+  %h = graph.slice %x axis = 0, start = 0, stop = m : !graph.tensor<[seq, 8], f32> -> !graph.tensor<[m, 8], f32>
+  %n = graph.neg %l : !graph.tensor<[1, 8], f32>
+  %k = graph.neg %h : !graph.tensor<[m, 8], f32>
+  graph.return "n" = %n, "k" = %k : !graph.tensor<[1, 8], f32>, !graph.tensor<[m, 8], f32>
+}
+// CHECK-LABEL: loop.program @last_row syms ["m", "seq"] {
+// CHECK:         loop.require seq - 1 >= 0, "graph.slice [seq - 1, seq) of axis 0 (size seq): start < 0"
+// CHECK-NOT:     loop.require 1 >= 0
+// CHECK:         loop.require -m + seq >= 0, "graph.slice [0, m) of axis 0 (size seq): stop past the end"
