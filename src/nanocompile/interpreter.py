@@ -158,6 +158,8 @@ def _evaluate(op: Operation, values: dict[SSAValue, np.ndarray],
             raise ArgumentError(f"missing weight '{name}'")
         check_value(f"weight '{name}'", spec, weights[name], {})
         return weights[name]
+    if isinstance(op, g.FusedOp):
+        return _run_region(op, [values[v] for v in op.operands], bindings)
     kernel = KERNELS.get(type(op))
     if kernel is None:
         raise InterpreterError(f"the interpreter has no semantics for {op.name}")
@@ -169,6 +171,16 @@ def _evaluate(op: Operation, values: dict[SSAValue, np.ndarray],
     except ArgumentError as e:
         raise InterpreterError(f"result does not match its declared type: {e}") from None
     return result
+
+
+def _run_region(op: g.FusedOp, args: list[np.ndarray], bindings: Bindings) -> np.ndarray:
+    """A fused region means exactly its ops, run one after another."""
+    values: dict[SSAValue, np.ndarray] = dict(zip(op.block.args, args, strict=True))
+    for inner in op.block.ops:
+        if isinstance(inner, g.FusedYieldOp):
+            return values[inner.value]
+        values[inner.results[0]] = _evaluate(inner, values, {}, {}, bindings)
+    raise InterpreterError("graph.fused region has no graph.yield")
 
 
 class InterpreterBackend:

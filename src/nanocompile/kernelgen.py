@@ -148,6 +148,37 @@ class KernelBuilder:
         self.builder = outer_builder
         return self.op(loop.ForOp(name, self.index(0), ub, inner, [init]))
 
+    def reduction_loop_multi(self, name: str, extent: Expr, inits: Sequence[SSAValue],
+                             step: Callable[[SSAValue, list[SSAValue]], list[SSAValue]]
+                             ) -> list[SSAValue]:
+        """Like ``reduction_loop`` with several independent accumulators in one loop."""
+        ub = self.expr(extent)
+        inner = Block(arg_types=[IndexType(), *[v.type for v in inits]])
+        outer_builder = self.builder
+        self.builder = Builder(InsertPoint.at_end(inner))
+        nxt = step(inner.args[0], list(inner.args[1:]))
+        self.builder.insert(loop.YieldOp(*nxt))
+        self.builder = outer_builder
+        op = loop.ForOp(name, self.index(0), ub, inner, list(inits))
+        self.builder.insert(op)
+        return list(op.res)
+
+    def if_else(self, cond: SSAValue, then: Callable[[], SSAValue],
+                otherwise: Callable[[], SSAValue]) -> SSAValue:
+        """``cond ? then() : otherwise()`` where only the taken branch runs."""
+        outer_builder = self.builder
+        blocks = []
+        values = []
+        for branch in (then, otherwise):
+            block = Block()
+            self.builder = Builder(InsertPoint.at_end(block))
+            value = branch()
+            self.builder.insert(loop.YieldOp(value))
+            blocks.append(block)
+            values.append(value)
+        self.builder = outer_builder
+        return self.op(loop.IfOp(cond, [values[0].type], blocks[0], blocks[1]))
+
     def op_noresult(self, op: Operation) -> None:
         self.builder.insert(op)
 

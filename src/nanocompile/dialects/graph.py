@@ -893,6 +893,99 @@ class GatherOp(PurePrimitiveOp):
 # --------------------------------------------------------------------------
 
 
+FUSED_KINDS = ("elementwise", "row", "matmul")
+
+
+@irdl_op_definition
+class FusedYieldOp(IRDLOperation):
+    """The value a ``graph.fused`` region computes: ``graph.yield %y : T``."""
+
+    name = "graph.yield"
+    value = operand_def(TensorType)
+    traits = traits_def(IsTerminator())
+    assembly_format = "$value attr-dict `:` type($value)"
+
+    def __init__(self, value: SSAValue) -> None:
+        super().__init__(operands=[value])
+
+
+@irdl_op_definition
+class FusedOp(IRDLOperation):
+    """One future kernel: a region of primitives computing one stored value.
+
+    The region's arguments are the values it reads from memory (computed by
+    other kernels, or inputs, weights, constants); everything else in it is
+    computed in registers. ``kind`` is ``elementwise``, ``row`` (row
+    reductions, e.g. rms_norm, softmax) or ``matmul`` (one or more matmuls
+    sharing a k loop, with an elementwise epilogue).
+
+        %y = graph.fused "matmul" (%x, %w, %b) : (T0, T1, T2) -> T {
+        ^bb0(%a: T0, %wt: T1, %bias: T2):
+          ...
+          graph.yield %r : T
+        }
+    """
+
+    name = "graph.fused"
+    kind = prop_def(StringAttr)
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    body = region_def("single_block")
+    traits = traits_def(Pure())
+
+    def __init__(self, kind: str, inputs: Sequence[SSAValue], body: Block) -> None:
+        last = body.last_op
+        assert isinstance(last, FusedYieldOp)
+        super().__init__(operands=[list(inputs)], result_types=[last.value.type],
+                         properties={"kind": StringAttr(kind)}, regions=[Region(body)])
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def verify_(self) -> None:
+        if self.kind.data not in FUSED_KINDS:
+            raise VerifyException(f"graph.fused: unknown kind '{self.kind.data}', expected "
+                                  f"one of {', '.join(FUSED_KINDS)}")
+        args = self.block.args
+        if [a.type for a in args] != [v.type for v in self.inputs]:
+            raise VerifyException("graph.fused: region argument types differ from its inputs")
+        last = self.block.last_op
+        if not isinstance(last, FusedYieldOp) or last.value.type != self.result.type:
+            raise VerifyException("graph.fused: region must end with graph.yield of the "
+                                  "result type")
+        for op in self.block.ops:
+            if isinstance(op, InputOp | WeightOp | FusedOp):
+                raise VerifyException(f"graph.fused: {op.name} is not allowed in a region")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.kind.data)
+        printer.print_string(" (")
+        printer.print_list(self.inputs, printer.print_operand)
+        printer.print_string(") : (")
+        printer.print_list([v.type for v in self.inputs], printer.print_attribute)
+        printer.print_string(") -> ")
+        printer.print_attribute(self.result.type)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=True)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FusedOp:
+        kind = parser.parse_str_literal()
+        operands = parser.parse_comma_separated_list(parser.Delimiter.PAREN,
+                                                     parser.parse_unresolved_operand)
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+        parser.parse_punctuation("->")
+        parser.parse_type()
+        if len(types) != len(operands):
+            parser.raise_error(f"expected {len(operands)} input types, got {len(types)}")
+        inputs = [parser.resolve_operand(u, t) for u, t in zip(operands, types, strict=True)]
+        region = parser.parse_region()
+        return cls(kind, inputs, region.detach_block(0))
+
+
 @irdl_op_definition
 class GraphFuncOp(IRDLOperation):
     """A graph: named inputs (which bind the shape symbols), named weights, and
@@ -1065,6 +1158,7 @@ Graph = Dialect(
         ReduceSumOp, ReduceMaxOp,
         ReshapeOp, PermuteOp, BroadcastOp, SliceOp, ConcatOp,
         MatmulOp, GatherOp,
+        FusedOp, FusedYieldOp,
     ],
     [DimAttr, ElementsAttr, TensorType],
 )

@@ -529,6 +529,55 @@ class ForOp(IRDLOperation):
 
 
 @irdl_op_definition
+class IfOp(IRDLOperation):
+    """Two-way branch yielding values; only the taken branch runs (its loads
+    may be out of bounds on the other side, e.g. one concat operand each).
+
+    ``%v = loop.if %c -> (f32) { ... loop.yield %a : f32 } else { ... }``
+    """
+
+    name = "loop.if"
+    cond = operand_def()
+    res = var_result_def()
+    then_region = region_def("single_block")
+    else_region = region_def("single_block")
+
+    def __init__(self, cond: SSAValue, result_types: Sequence[Attribute], then_block: Block,
+                 else_block: Block) -> None:
+        super().__init__(operands=[cond], result_types=[list(result_types)],
+                         regions=[Region(then_block), Region(else_block)])
+
+    def verify_(self) -> None:
+        types = [r.type for r in self.res]
+        for region in (self.then_region, self.else_region):
+            last = region.block.last_op
+            if not isinstance(last, YieldOp) or [v.type for v in last.values] != types:
+                raise VerifyException(f"loop.if: each branch must yield {types}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.cond)
+        printer.print_string(" -> (")
+        printer.print_list([r.type for r in self.res], printer.print_attribute)
+        printer.print_string(") ")
+        printer.print_region(self.then_region)
+        printer.print_string(" else ")
+        printer.print_region(self.else_region)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> IfOp:
+        from xdsl.dialects.builtin import i1
+
+        cond = parser.resolve_operand(parser.parse_unresolved_operand(), i1)
+        parser.parse_punctuation("->")
+        types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+        then_block = parser.parse_region().detach_block(0)
+        parser.parse_keyword("else")
+        else_block = parser.parse_region().detach_block(0)
+        return cls(cond, types, then_block, else_block)
+
+
+@irdl_op_definition
 class KernelOp(IRDLOperation):
     """A kernel: a C function over typed pointers and the size symbols.
 
@@ -906,7 +955,7 @@ def dtype_of_scalar(t: Attribute) -> str:
 
 Loop = Dialect(
     "loop",
-    [KernelOp, ForOp, YieldOp, LoadOp, StoreOp, SymOp, CheckOp,
+    [KernelOp, ForOp, IfOp, YieldOp, LoadOp, StoreOp, SymOp, CheckOp,
      ProgramOp, BufferOp, ViewOp, RequireOp, LaunchOp, OutputOp],
     [PtrType, BufType, ViewType, LayoutAttr, FootprintAttr],
 )

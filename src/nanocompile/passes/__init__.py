@@ -12,6 +12,12 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return LowerGraphToLoopPass
 
+    def fuse() -> type[ModulePass]:
+        from nanocompile.passes.fuse import FusePass
+
+        return FusePass
+
     return {
+        "fuse": fuse,
         "lower-graph-to-loop": lower_graph_to_loop,
     }

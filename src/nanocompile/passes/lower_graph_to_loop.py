@@ -39,6 +39,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import graph as g
 from nanocompile.dialects import loop
+from nanocompile.fused_kernels import build_fused
 from nanocompile.kernels import (
     build_binary,
     build_cast,
@@ -250,6 +251,43 @@ _COMPUTE = {
 }
 
 
+def region_key(op: g.FusedOp) -> tuple[object, ...]:
+    """What a region computes, independent of SSA names (for kernel sharing)."""
+    ids: dict[SSAValue, int] = {a: i for i, a in enumerate(op.block.args)}
+    out: list[object] = [op.kind.data, tuple(str(a.type) for a in op.block.args)]
+    for inner in op.block.ops:
+        for r in inner.results:
+            ids[r] = len(ids)
+        out.append((inner.name, tuple(sorted((k, str(v)) for k, v in inner.properties.items())),
+                    tuple(str(r.type) for r in inner.results),
+                    tuple(ids[v] for v in inner.operands)))
+    return tuple(out)
+
+
+class LowerFused(RewritePattern):
+    """A ``graph.fused`` region becomes one kernel (``fused_kernels``)."""
+
+    def __init__(self, lowering: Lowering) -> None:
+        self.lowering = lowering
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: g.FusedOp, rewriter: PatternRewriter) -> None:
+        spec = op.result.type.spec
+        syms = program_symbols(op)
+        operands = list(op.inputs)
+        layouts = [view_layout(v)[1] for v in operands]
+        out_buf = new_buffer(rewriter, "temp", spec)
+        out_view = new_view(rewriter, out_buf, Layout.contiguous(spec.shape))
+        base = f"fused_{op.kind.data}"
+        key = ("fused", region_key(op), syms, spec,
+               tuple((lay.shape, lay.strides) for lay in layouts))
+        name = self.lowering.library.lookup(
+            key, base, lambda: build_fused(syms, spec, layouts, op, base))
+        rewriter.insert(loop.LaunchOp(name, [out_view, *operands]))
+        rewriter.replace_all_uses_with(op.result, out_view)
+        rewriter.erase(op)
+
+
 class LowerReturn(RewritePattern):
     """Outputs become whole ``output`` buffers (a copy when a view is returned)."""
 
@@ -303,7 +341,7 @@ class LowerGraphToLoopPass(ModulePass):
             [ConvertGraphFunc()], dce_enabled=False), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(GreedyRewritePatternApplier(
             [LowerSource(), LowerMovement(lowering), LowerCompute(lowering),
-             LowerReturn(lowering)], dce_enabled=False),
+             LowerFused(lowering), LowerReturn(lowering)], dce_enabled=False),
             apply_recursively=False).rewrite_module(op)
         first = op.body.block.first_op
         for kernel in lowering.library.kernels.values():

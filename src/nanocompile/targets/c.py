@@ -118,6 +118,7 @@ def index_c(indices: list[str], strides: tuple[Expr, ...]) -> str:
 _BINARY = {
     arith.AddfOp: "+", arith.SubfOp: "-", arith.MulfOp: "*", arith.DivfOp: "/",
     arith.AddiOp: "+", arith.SubiOp: "-", arith.MuliOp: "*", arith.AndIOp: "&&",
+    arith.DivSIOp: "/", arith.RemSIOp: "%",
 }
 _CMPF = {"ole": "<=", "une": "!=", "olt": "<", "oge": ">=", "ogt": ">", "oeq": "=="}
 _CMPI = {"sle": "<=", "slt": "<", "sge": ">=", "sgt": ">", "ne": "!=", "eq": "=="}
@@ -184,6 +185,9 @@ class CEmitter:
         if isinstance(op, loop.ForOp):
             self._emit_for(op, f, depth)
             return
+        if isinstance(op, loop.IfOp):
+            self._emit_if(op, f, depth)
+            return
         if isinstance(op, loop.StoreOp):
             idx = index_c([f[i] for i in op.indices], op.stride_exprs)
             f.lines.append(f"{pad}{f[op.ptr]}[{idx}] = {f[op.value]};")
@@ -222,6 +226,21 @@ class CEmitter:
             f.lines.extend(temps)
             f.lines.extend(f"{pad}  {name} = t{k};" for k, name in enumerate(carried))
         f.lines.append(f"{pad}}}")
+
+    def _emit_if(self, op: loop.IfOp, f: _Function, depth: int) -> None:
+        pad = "  " * depth
+        names = [f.fresh(r, "sel") for r in op.res]
+        for name, r in zip(names, op.res, strict=True):
+            f.lines.append(f"{pad}{c_type(r.type)} {name};")
+        f.lines.append(f"{pad}if ({f[op.cond]}) {{")
+        for region, last in ((op.then_region, "} else {"), (op.else_region, "}")):
+            for inner in region.block.ops:
+                self._emit_op(inner, f, depth + 1)
+            yielded = region.block.last_op
+            assert isinstance(yielded, loop.YieldOp)
+            for name, v in zip(names, yielded.values, strict=True):
+                f.lines.append(f"{pad}  {name} = {f[v]};")
+            f.lines.append(f"{pad}{last}")
 
     def _expr(self, op: Operation, f: _Function) -> str:  # noqa: C901 (one dispatch table)
         if isinstance(op, loop.LoadOp):

@@ -1,0 +1,301 @@
+"""``fuse``: group graph ops into ``graph.fused`` regions, one per future kernel.
+
+Bitwise by construction: fusion only decides which values are stored and
+which are recomputed in registers; inside a region every value is computed by
+the same primitive, on the same operands, in the same order (a reduction or a
+matmul still sums k = 0, 1, ... sequentially). Fused and unfused programs
+therefore compute identical bits.
+
+Which ops go where (walking the graph from its outputs back):
+
+* *index-only* ops (``reshape permute broadcast slice concat iota dim``) and
+  *index-computable* elementwise ops (built only from iota, dim, constants
+  and index-only ops, e.g. the causal mask; never ``exp sqrt sin cos``) are
+  never stored: every region that needs them gets its own copy and reads
+  through them (strides, div/mod, or one branch per concat operand);
+* a compute op joins the region of its consumers when they are all in one
+  region and it can be computed there without repeating work:
+  - an elementwise op is used directly (no index remapping), or reaches its
+    region through exactly one path; never through a matmul operand;
+  - a reduction sums the last axis of a value shaped like the region's
+    result (a *row* kernel: rms_norm, softmax), and its result is only
+    broadcast along that axis;
+  - a matmul becomes the region's anchor when its result is used directly
+    by the region's elementwise epilogue (bias, residual, SwiGLU); two
+    matmuls of one shape share the k loop (gate and up);
+  - an elementwise op that depends on a matmul stays in the matmul's
+    epilogue rather than joining a row kernel (scale and mask of the
+    attention scores are applied as the scores are stored);
+* anything else is stored: it becomes the root of a new region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from nanocompile.dialects import graph as g
+
+INDEX_OPS = (g.ReshapeOp, g.PermuteOp, g.BroadcastOp, g.SliceOp, g.ConcatOp, g.IotaOp,
+             g.DimOp)
+ELEMENTWISE_OPS = (g.AddOp, g.SubOp, g.MulOp, g.DivOp, g.LessEqualOp, g.WhereOp, g.NegOp,
+                   g.ExpOp, g.SqrtOp, g.ReciprocalOp, g.SinOp, g.CosOp, g.CastOp, g.GatherOp)
+EXPENSIVE_OPS = (g.ExpOp, g.SqrtOp, g.SinOp, g.CosOp, g.ReciprocalOp, g.DivOp, g.GatherOp)
+REDUCE_OPS = (g.ReduceSumOp, g.ReduceMaxOp)
+REMAP_OPS = (g.ReshapeOp, g.PermuteOp, g.SliceOp, g.ConcatOp)  # no element is repeated
+
+
+@dataclass(eq=False)
+class Region:
+    """The ops of one future kernel; ``root`` is the value it stores."""
+
+    root: Operation
+    members: list[Operation] = field(default_factory=list)
+
+    @property
+    def shape(self) -> tuple:  # type: ignore[type-arg]
+        return self.root.results[0].type.dims
+
+    def matmuls(self) -> list[g.MatmulOp]:
+        return [op for op in self.members if isinstance(op, g.MatmulOp)]
+
+    def reductions(self) -> list[Operation]:
+        return [op for op in self.members if isinstance(op, REDUCE_OPS)]
+
+    @property
+    def kind(self) -> str:
+        if self.matmuls():
+            return "matmul"
+        return "row" if self.reductions() else "elementwise"
+
+
+@dataclass(frozen=True)
+class Path:
+    """A use of a value, seen through the index-only ops between them."""
+
+    consumer: Operation
+    through: tuple[Operation, ...]
+
+
+class Partition:
+    """Assigns every compute op of a graph to a region (see the module doc)."""
+
+    def __init__(self, func: g.GraphFuncOp) -> None:
+        self.ops = [op for op in func.block.ops if not isinstance(op, g.ReturnOp)]
+        self.position = {op: i for i, op in enumerate(self.ops)}
+        self.outputs = set(func.return_op().outputs)
+        self.inline: set[Operation] = set()
+        for op in self.ops:
+            if self._is_inline(op):
+                self.inline.add(op)
+        self.region_of: dict[Operation, Region] = {}
+        self.regions: list[Region] = []
+        self._matmul_dependent: dict[Operation, bool] = {}
+        for op in reversed(self.ops):
+            if op in self.inline or _is_external(op):
+                if op in self.inline and op.results[0] in self.outputs:
+                    self._new_region(op)  # an index-only output is copied into place
+                continue
+            self._assign(op)
+
+    # -- classification -------------------------------------------------------
+    def _is_inline(self, op: Operation) -> bool:
+        if isinstance(op, INDEX_OPS) or _is_scalar_const(op):
+            return True
+        if isinstance(op, ELEMENTWISE_OPS) and not isinstance(op, EXPENSIVE_OPS):
+            return all(self._index_computable(v) for v in op.operands)
+        return False
+
+    def _index_computable(self, value: SSAValue) -> bool:
+        owner = value.owner
+        if isinstance(owner, g.ConstOp | g.IotaOp | g.DimOp):
+            return True
+        if isinstance(owner, INDEX_OPS):
+            return all(self._index_computable(v) for v in owner.operands)
+        return owner in self.inline if isinstance(owner, Operation) else False
+
+    def _epilogue_bound(self, op: Operation) -> bool:
+        """True for an elementwise op applied to a matmul result through a chain
+        of single-use elementwise ops: it belongs in that matmul's epilogue."""
+        if op not in self._matmul_dependent:
+            result = False
+            for v in op.operands:
+                owner = v.owner
+                if isinstance(owner, g.MatmulOp):
+                    result = True
+                elif (isinstance(owner, ELEMENTWISE_OPS) and owner not in self.inline
+                      and v.has_one_use()):
+                    result = result or self._epilogue_bound(owner)
+            self._matmul_dependent[op] = result
+        return self._matmul_dependent[op]
+
+    # -- assignment ---------------------------------------------------------------
+    def paths(self, value: SSAValue, through: tuple[Operation, ...] = ()) -> list[Path]:
+        out = []
+        for use in value.uses:
+            user = use.operation
+            if user in self.inline:
+                out += self.paths(user.results[0], (*through, user))
+            else:
+                out.append(Path(user, through))
+        return out
+
+    def _new_region(self, op: Operation) -> None:
+        region = Region(op, [op])
+        self.regions.append(region)
+        self.region_of[op] = region
+
+    def _assign(self, op: Operation) -> None:
+        value = op.results[0]
+        paths = self.paths(value)
+        regions = {self.region_of.get(p.consumer) for p in paths}
+        if value in self.outputs or len(regions) != 1 or None in regions:
+            self._new_region(op)
+            return
+        (region,) = regions
+        assert region is not None
+        if self._can_join(op, region, paths):
+            region.members.append(op)
+            self.region_of[op] = region
+        else:
+            self._new_region(op)
+
+    def _can_join(self, op: Operation, region: Region, paths: list[Path]) -> bool:
+        if isinstance(op, g.MatmulOp):
+            return self._matmul_joins(op, region, paths)
+        if isinstance(op, REDUCE_OPS):
+            return self._reduction_joins(op, region, paths)
+        if isinstance(op, ELEMENTWISE_OPS):
+            return self._elementwise_joins(op, region, paths)
+        return False
+
+    def _matmul_joins(self, op: g.MatmulOp, region: Region, paths: list[Path]) -> bool:
+        if region.reductions() or len(region.matmuls()) >= 2:
+            return False
+        if op.result.type.dims != region.shape:
+            return False
+        for other in region.matmuls():
+            if other.lhs.type.dims[-1] != op.lhs.type.dims[-1]:
+                return False
+        return all(not p.through and isinstance(p.consumer, ELEMENTWISE_OPS)
+                   for p in paths)
+
+    def _reduction_joins(self, op: Operation, region: Region, paths: list[Path]) -> bool:
+        src = op.operands[0].type.dims
+        axis = op.properties["axis"].data  # type: ignore[union-attr]
+        if region.matmuls() or axis != len(src) - 1 or len(src) != len(region.shape):
+            return False
+        if src[:-1] != region.shape[:-1]:
+            return False
+        return all(_row_broadcast_path(p) for p in paths)
+
+    def _elementwise_joins(self, op: Operation, region: Region, paths: list[Path]) -> bool:
+        if any(isinstance(p.consumer, g.MatmulOp) for p in paths):
+            return False  # never a matmul prologue
+        if self._epilogue_bound(op) and (region.reductions() or (not region.matmuls()
+                                            and _feeds_reduction(paths))):
+            return False  # stays in the matmul's epilogue
+        if all(not p.through for p in paths):
+            return True
+        if len(paths) != 1:
+            return False
+        (path,) = paths
+        if all(isinstance(t, REMAP_OPS) for t in path.through):
+            return True
+        return _row_broadcast_path(path)
+
+
+def _row_broadcast_path(path: Path) -> bool:
+    """Direct, or through broadcasts that only stretch the last axis (a
+    row-invariant value used across a row)."""
+    for t in path.through:
+        if not isinstance(t, g.BroadcastOp):
+            return False
+        src, dst = t.operand.type.dims, t.result.type.dims
+        if src[:-1] != dst[:-1] or src[-1] != 1:
+            return False
+    return True
+
+
+def _feeds_reduction(paths: list[Path]) -> bool:
+    return any(isinstance(p.consumer, REDUCE_OPS) for p in paths)
+
+
+def _is_scalar_const(op: Operation) -> bool:
+    return isinstance(op, g.ConstOp) and not op.result.type.dims
+
+
+def _is_external(op: Operation) -> bool:
+    return isinstance(op, g.InputOp | g.WeightOp) or (
+        isinstance(op, g.ConstOp) and not _is_scalar_const(op))
+
+
+# --------------------------------------------------------------------------
+# Building the regions
+# --------------------------------------------------------------------------
+
+
+def build_region(part: Partition, region: Region) -> tuple[list[SSAValue], Block]:
+    """The region's external inputs and its block (members plus copies of the
+    index-only ops they read through), in the graph's order."""
+    members = set(region.members)
+    needed: set[Operation] = set(members)
+    externals: list[SSAValue] = []
+    work = list(members)
+    while work:
+        op = work.pop()
+        for v in op.operands:
+            owner = v.owner
+            if isinstance(owner, Operation) and owner in part.inline and owner not in needed:
+                needed.add(owner)
+                work.append(owner)
+            elif owner not in needed and v not in externals:
+                externals.append(v)
+    ordered = sorted(needed, key=part.position.__getitem__)
+    externals.sort(key=lambda v: part.position.get(v.owner, -1))  # type: ignore[arg-type]
+    block = Block(arg_types=[v.type for v in externals])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(externals, block.args, strict=True))
+    for op in ordered:
+        clone = op.clone(value_mapper=mapping)
+        block.add_op(clone)
+        for old, new in zip(op.results, clone.results, strict=True):
+            mapping[old] = new
+            new.name_hint = old.name_hint
+    block.add_op(g.FusedYieldOp(mapping[region.root.results[0]]))
+    return externals, block
+
+
+def fuse_graph(func: g.GraphFuncOp) -> int:
+    """Rewrite ``func`` in place into ``graph.fused`` regions; returns their count."""
+    part = Partition(func)
+    built = []
+    for region in sorted(part.regions, key=lambda r: part.position[r.root]):
+        externals, block = build_region(part, region)
+        built.append((region, g.FusedOp(region.kind, externals, block)))
+    for region, fused in built:
+        root = region.root
+        func.block.insert_op_before(fused, root)
+        fused.result.name_hint = root.results[0].name_hint
+        root.results[0].replace_all_uses_with(fused.result)
+    doomed = {op for region, _ in built for op in region.members}
+    for op in reversed(part.ops):
+        if op in doomed or (op in part.inline and not op.results[0].uses):
+            op.detach()
+            op.erase(safe_erase=False)
+    return len(built)
+
+
+@dataclass(frozen=True)
+class FusePass(ModulePass):
+    """Group the ops of every ``graph.func`` into ``graph.fused`` kernel regions."""
+
+    name = "fuse"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for func in list(op.ops):
+            if isinstance(func, g.GraphFuncOp):
+                fuse_graph(func)
