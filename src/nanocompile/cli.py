@@ -1,33 +1,168 @@
 """The ``nanocompile`` command line: one subcommand per job.
 
-Every error a user can cause ends in one line on stderr and a non-zero exit,
-never a traceback (set ``NANOCOMPILE_TRACEBACK=1`` to see one anyway).
+    nanocompile generate "The capital of France is"     # stream a continuation
+    nanocompile chat --system "Be brief."               # ChatML turns from stdin
+    nanocompile compile                                 # kernels, bytes, cache
+    nanocompile perplexity FILE                         # spec §1.5
+    nanocompile dump --stage loop --layers 1            # the IR after a stage
+    nanocompile synth DIR [--tiny]                      # a synthetic snapshot
+
+Without ``--model DIR`` the model is the embedded default, a synthetic
+Qwen2.5-0.5B generated once into the user cache (its text is meaningless).
+Generated text goes to stdout; progress, notices and the closing speed line
+to stderr. Every error a user can cause ends in one line on stderr and a
+non-zero exit, never a traceback (set ``NANOCOMPILE_TRACEBACK=1`` to see one
+anyway). Heavy modules (xDSL, the compiler) are imported by the subcommands
+that need them, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from nanocompile.progress import StderrProgress
+
+if TYPE_CHECKING:
+    from nanocompile.api import Model
+    from nanocompile.generate import GenerationResult
+    from nanocompile.sampling import Sampler
+
+PROG = "nanocompile"
+SYNTHETIC_NOTICE = (
+    f"{PROG}: note: no --model given: using the embedded default, a SYNTHETIC "
+    "Qwen2.5-0.5B (deterministic random weights): its text is meaningless"
+)
 
 
 class UserError(Exception):
     """A problem with the user's input, reported as one line."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``nanocompile: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
+
+
+# --------------------------------------------------------------------------
+# argument types
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+# --------------------------------------------------------------------------
+# shared pieces
+
+
+_REPORTER: StderrProgress | None = None
+
+
+def _progress() -> StderrProgress:
+    """The process's one progress reporter (on stderr)."""
+    global _REPORTER
+    if _REPORTER is None:
+        _REPORTER = StderrProgress(sys.stderr)
+    return _REPORTER
+
+
+def _load_model(args: argparse.Namespace, *, last_only: bool = True) -> Model:
+    """Load ``--model`` (or the synthetic default, saying so) on ``--backend``."""
+    from nanocompile.api import load
+
+    if args.model is None:
+        print(SYNTHETIC_NOTICE, file=sys.stderr, flush=True)
+    return load(args.model, backend=getattr(args, "backend", "c"), last_only=last_only,
+                context=getattr(args, "context", None), progress=_progress())
+
+
+def _sampling_from_flags(args: argparse.Namespace) -> dict[str, object]:
+    """The sampling fields the user set explicitly."""
+    chosen: dict[str, object] = {}
+    for name in ("temperature", "top_k", "top_p", "repetition_penalty"):
+        value = getattr(args, name)
+        if value is not None:
+            chosen[name] = value
+    if args.greedy:
+        chosen["temperature"] = 0.0
+    return chosen
+
+
+def _sampler(args: argparse.Namespace, model_dir: Path | None = None) -> Sampler:
+    """The sampler the flags describe (``model_dir``: where generation_config.json is).
+
+    Defaults: temperature 1, no top-k, no top-p; ``--model-defaults`` starts
+    from the snapshot's generation_config.json instead; explicit flags win.
+    Without ``--seed`` a random seed is drawn (and reported at the end).
+    """
+    from dataclasses import replace
+
+    from nanocompile.sampling import Sampler, SamplingParams, from_generation_config
+
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    if args.model_defaults:
+        if model_dir is None:
+            raise UserError("--model-defaults needs the model directory")
+        params = from_generation_config(model_dir, seed=seed,
+                                        with_repetition_penalty=True)
+        params = replace(params, **_sampling_from_flags(args))  # type: ignore[arg-type]
+    else:
+        params = SamplingParams(seed=seed, **_sampling_from_flags(args))  # type: ignore[arg-type]
+    return Sampler(params)
+
+
+def _write(piece: str) -> None:
+    sys.stdout.write(piece)
+    sys.stdout.flush()
+
+
+def _closing_line(result: GenerationResult, sampler: Sampler) -> str:
+    n = len(result.token_ids)
+    speed = (f"{result.decode_tok_per_s:.1f} tok/s" if result.decode_steps
+             else "n/a (no decode step)")
+    how = ("greedy" if sampler.params.greedy else
+           f"T={sampler.params.temperature:g} top-k={sampler.params.top_k} "
+           f"top-p={sampler.params.top_p:g} seed={sampler.params.seed}")
+    return (f"{PROG}: {n} tokens generated (stop: {result.stop_reason.replace('_', ' ')}) | "
+            f"prefill {result.prompt_tokens} tokens in {result.prefill_seconds:.3f} s | "
+            f"decode {speed} | {how}")
+
+
+# --------------------------------------------------------------------------
+# subcommands
+
+
 def _cmd_synth(args: argparse.Namespace) -> int:
     from nanocompile.checkpoint.synth import write_synthetic_snapshot
 
-    def progress(stage: str, done: int, total: int) -> None:
-        if sys.stderr.isatty():
-            print(f"\r{stage}: {done}/{total}", end="", file=sys.stderr, flush=True)
-            if done >= total:
-                print(file=sys.stderr)
-
+    progress = _progress()
+    what = "writing the synthetic snapshot"
     out = write_synthetic_snapshot(Path(args.dir), tiny=args.tiny, seed=args.seed,
-                                   progress=progress)
+                                   progress=lambda _, done, total: progress(what, done, total))
     size = "tiny 2-layer" if args.tiny else "full-size Qwen2.5-0.5B-shaped"
     print(f"wrote a {size} synthetic snapshot (seed {args.seed}) to {out}")
     print("note: synthetic weights: the model's text is meaningless by design")
@@ -48,60 +183,255 @@ def _load_config(model: str | None):  # type: ignore[no-untyped-def]
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
+    from nanocompile.api import ir_text
+    from nanocompile.progress import report_step
 
     cfg = _load_config(args.model)
     if args.layers is not None and not 0 < args.layers <= cfg.num_hidden_layers:
         raise UserError(f"--layers must be in [1, {cfg.num_hidden_layers}], got {args.layers}")
-    module = build_qwen2(cfg, Qwen2GraphOptions(n_layers=args.layers, last_only=args.last_only))
-    print(module)
+    text = report_step(_progress(), f"building the {args.stage} IR",
+                       lambda: ir_text(cfg, args.stage, n_layers=args.layers,
+                                       last_only=args.last_only))
+    print(text)
     return 0
+
+
+def _load_with_sampler(args: argparse.Namespace) -> tuple[Model, Sampler]:
+    """The model and the sampler; bad sampling flags fail before the slow load."""
+    sampler = None if args.model_defaults else _sampler(args)
+    model = _load_model(args)
+    return model, sampler or _sampler(args, model.path)
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    model, sampler = _load_with_sampler(args)
+    result = model.generate(args.prompt, max_tokens=args.max_tokens, sampling=sampler,
+                            stop_at_eos=not args.ignore_eos, on_token=_write)
+    _write("\n")
+    print(_closing_line(result, sampler), file=sys.stderr)
+    return 0
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    model, sampler = _load_with_sampler(args)
+    messages: list[dict[str, str]] = []
+    if args.system is not None:
+        messages.append({"role": "system", "content": args.system})
+    interactive = sys.stdin.isatty()
+    while True:
+        if interactive:
+            print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            break
+        if not line.strip():
+            continue
+        messages.append({"role": "user", "content": line.rstrip("\r\n")})
+        result = model.chat(messages, max_tokens=args.max_tokens, sampling=sampler,
+                            on_token=_write)
+        _write("\n")
+        print(_closing_line(result, sampler), file=sys.stderr, flush=True)
+        messages.append({"role": "assistant", "content": result.text})
+    return 0
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    model = _load_model(args, last_only=not args.all_positions)
+    r = model.compile_report()
+    stages = r["compile_stages"]
+    print(f"model                   {r['model']}"
+          f"{' (synthetic)' if r['synthetic'] else ''}")
+    print(f"graph                   {r['layers']} layers, "
+          f"{'last-position' if r['last_only'] else 'all-position'} logits")
+    print(f"kernel launches / step  {r['launches_per_step']}")
+    print(f"distinct kernels        {r['distinct_kernels']}")
+    print(f"bytes moved / step      {r['bytes_per_step']}")
+    print(f"  at past=0, seq=1      {r['bytes_per_decode_step']:,} "
+          f"({r['bytes_per_decode_step'] / 2**20:.1f} MiB)")
+    print(f"compile time            {r['compile_seconds']:.2f} s (lower {stages['lower']:.2f}, "
+          f"emit {stages['emit']:.2f}, gcc {stages['gcc']:.2f}; "
+          f"cache {'hit' if r['cache_hit'] else 'miss'})")
+    print(f"library                 {r['library']}")
+    print(f"kernel cache            {r['kernel_cache_dir']}")
+    return 0
+
+
+def _cmd_perplexity(args: argparse.Namespace) -> int:
+    from nanocompile.perplexity import perplexity
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    model = _load_model(args, last_only=False)
+    ids = model.tokenizer.encode(text)
+    if args.max_tokens is not None:
+        ids = ids[: args.max_tokens]
+    if len(ids) < 2:
+        raise UserError(f"{path}: needs at least 2 tokens, has {len(ids)}")
+    result = perplexity(ids, model.logits, chunk=args.chunk)
+    print(f"perplexity {result.ppl!r}")
+    print(f"scored {result.scored} of {len(ids)} tokens in {result.chunks} chunks of "
+          f"{args.chunk} (mean NLL {result.nll / result.scored:.6f} nats)")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# the parser
 
 
 Command = Callable[[argparse.Namespace], int]
 
 
+def _add_model_options(p: argparse.ArgumentParser, backend: bool = True) -> None:
+    p.add_argument("--model", metavar="DIR",
+                   help="Qwen2 snapshot directory (default: the embedded synthetic "
+                   "Qwen2.5-0.5B, generated once into the user cache)")
+    if backend:
+        p.add_argument("--backend", choices=["c", "interpreter"], default="c",
+                       help="c: compiled kernels (default); interpreter: the NumPy reference")
+
+
+def _add_generation_options(p: argparse.ArgumentParser) -> None:
+    _add_model_options(p)
+    p.add_argument("--max-tokens", type=_positive_int, default=64, metavar="N",
+                   help="most tokens to generate (default 64)")
+    p.add_argument("--temperature", type=float, metavar="T",
+                   help="softmax temperature; 0 is greedy (default 1.0)")
+    p.add_argument("--top-k", type=_non_negative_int, metavar="K",
+                   help="keep the K most likely tokens; 0 disables (default 0)")
+    p.add_argument("--top-p", type=float, metavar="P",
+                   help="nucleus sampling mass in (0, 1]; 1 disables (default 1.0)")
+    p.add_argument("--repetition-penalty", type=float, metavar="R",
+                   help="penalize tokens already seen; 1 disables (default 1.0)")
+    p.add_argument("--seed", type=_non_negative_int, metavar="S",
+                   help="random seed: the same seed gives the same text (default: random)")
+    p.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    p.add_argument("--model-defaults", action="store_true",
+                   help="start from the snapshot's generation_config.json (temperature, "
+                   "top-k, top-p, repetition penalty); explicit flags override it")
+    p.add_argument("--context", type=_positive_int, metavar="N",
+                   help="most tokens (prompt + generated) to hold "
+                   "(default: the model's max_position_embeddings)")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="nanocompile",
-        description="A small tensor compiler for Qwen2 on xDSL.",
-    )
+    parser = _Parser(prog=PROG, description="A small tensor compiler for Qwen2 on xDSL.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    synth = sub.add_parser("synth", help="write a deterministic synthetic Qwen2 snapshot",
-                           description="Write a deterministic synthetic Qwen2.5-0.5B-shaped "
-                           "snapshot (bf16 safetensors, config, tokenizer) to DIR.")
-    synth.add_argument("dir", metavar="DIR", help="output directory")
-    synth.add_argument("--tiny", action="store_true", help="the tiny 2-layer test config")
-    synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    synth.set_defaults(func=_cmd_synth)
+    gen = sub.add_parser("generate", help="continue a prompt, streaming the tokens",
+                         description="Continue PROMPT, printing tokens as they are produced, "
+                         "then a line on stderr with prefill time and decode speed. "
+                         "Stops at <|endoftext|>.")
+    gen.add_argument("prompt", metavar="PROMPT", help="the text to continue")
+    _add_generation_options(gen)
+    gen.add_argument("--ignore-eos", action="store_true",
+                     help="do not stop at <|endoftext|>")
+    gen.set_defaults(func=_cmd_generate)
 
-    dump = sub.add_parser("dump", help="print the IR of the Qwen2 graph at a stage",
-                          description="Print the Qwen2 program as .mlir after a stage.")
+    chat = sub.add_parser("chat", help="a ChatML conversation, one user turn per stdin line",
+                          description="Read user turns from stdin, one per line, and answer "
+                          "each (the whole conversation is the context). Replies stop at "
+                          "<|im_end|>.")
+    chat.add_argument("--system", metavar="TEXT",
+                      help="the system message (default: the chat template's)")
+    _add_generation_options(chat)
+    chat.set_defaults(func=_cmd_chat)
+
+    comp = sub.add_parser("compile", help="compile a snapshot and report the work per step",
+                          description="Compile the model with gcc (cached) and report kernel "
+                          "launches and bytes moved per decode step, compile time and the "
+                          "kernel cache location.")
+    _add_model_options(comp, backend=False)
+    comp.add_argument("--all-positions", action="store_true",
+                      help="compile the graph with logits for every position")
+    comp.set_defaults(func=_cmd_compile)
+
+    ppl = sub.add_parser("perplexity", help="perplexity of a UTF-8 text file (spec 1.5)",
+                         description="Tokenize FILE, split it into independent chunks, and "
+                         "print exp(mean NLL) over the scored tokens.")
+    ppl.add_argument("file", metavar="FILE", help="a UTF-8 text file")
+    _add_model_options(ppl)
+    ppl.add_argument("--chunk", type=_positive_int, default=128, metavar="N",
+                     help="tokens per independent chunk (default 128)")
+    ppl.add_argument("--max-tokens", type=_positive_int, metavar="N",
+                     help="score only the first N tokens of the file")
+    ppl.set_defaults(func=_cmd_perplexity)
+
+    dump = sub.add_parser("dump", help="print the IR of the Qwen2 program after a stage",
+                          description="Print the Qwen2 program after a stage: graph (Graph "
+                          "IR), loop (Loop IR) or c (the generated C).")
     dump.add_argument("--model", metavar="DIR",
                       help="snapshot directory (default: the Qwen2.5-0.5B architecture)")
-    dump.add_argument("--stage", choices=["graph"], default="graph",
+    dump.add_argument("--stage", choices=["graph", "loop", "c"], default="graph",
                       help="which IR to print (default: graph)")
     dump.add_argument("--layers", type=int, default=None, metavar="N",
                       help="build only the first N layers (default: all)")
     dump.add_argument("--last-only", action="store_true",
                       help="logits for the last position only")
     dump.set_defaults(func=_cmd_dump)
+
+    synth = sub.add_parser("synth", help="write a deterministic synthetic Qwen2 snapshot",
+                           description="Write a deterministic synthetic Qwen2.5-0.5B-shaped "
+                           "snapshot (bf16 safetensors, config, tokenizer) to DIR.")
+    synth.add_argument("dir", metavar="DIR", help="output directory")
+    synth.add_argument("--tiny", action="store_true", help="the tiny 2-layer test config")
+    synth.add_argument("--seed", type=_non_negative_int, default=0,
+                       help="random seed (default 0)")
+    synth.set_defaults(func=_cmd_synth)
     return parser
+
+
+# --------------------------------------------------------------------------
+# the entry point
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a user's input can cause (the library's are all ValueErrors,
+    except a gcc failure)."""
+    from nanocompile.backend.gcc import CompileError
+
+    return (UserError, ValueError, OSError, CompileError)
+
+
+def _one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def _exit_on_broken_pipe() -> NoReturn:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet
+    sys.exit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``nanocompile`` console script."""
     args = _parser().parse_args(argv)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")  # never die on an unprintable character
     func: Command = args.func
     try:
-        sys.exit(func(args))
+        code = func(args)
     except KeyboardInterrupt:
-        sys.exit("nanocompile: interrupted")
-    except (UserError, ValueError, OSError) as e:
-        if os.environ.get("NANOCOMPILE_TRACEBACK"):
+        _abort_progress()
+        sys.exit(f"{PROG}: interrupted")
+    except BrokenPipeError:
+        _exit_on_broken_pipe()
+    except Exception as e:
+        if not isinstance(e, _user_errors()) or os.environ.get("NANOCOMPILE_TRACEBACK"):
             raise
-        sys.exit(f"nanocompile: error: {e}")
+        _abort_progress()
+        sys.exit(f"{PROG}: error: {_one_line(e)}")
+    sys.exit(code)
+
+
+def _abort_progress() -> None:
+    if _REPORTER is not None:
+        _REPORTER.abort()
 
 
 if __name__ == "__main__":

@@ -59,13 +59,14 @@ def argument_footprint(arg: BlockArgument, layout: Layout) -> Layout:
         ids = user.ids.type.dims
         return Layout(tuple(ids) + layout.shape[1:], layout.offset,
                       tuple(Expr.const(1) for _ in ids) + layout.strides[1:])
-    new = _view_of(user, layout)
+    new = view_of(user, layout)
     if new is None:
         return layout
     return argument_footprint(user.results[0], new)  # type: ignore[arg-type]
 
 
-def _view_of(op: Operation, layout: Layout) -> Layout | None:
+def view_of(op: Operation, layout: Layout) -> Layout | None:
+    """The layout of an index-only op's result when strides can express it."""
     if isinstance(op, g.PermuteOp):
         return layout.permute(op.permutation)
     if isinstance(op, g.SliceOp):

@@ -39,7 +39,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import graph as g
 from nanocompile.dialects import loop
-from nanocompile.fused_kernels import build_fused
+from nanocompile.fused_kernels import build_fused, view_of
 from nanocompile.kernels import (
     build_binary,
     build_cast,
@@ -264,6 +264,33 @@ def region_key(op: g.FusedOp) -> tuple[object, ...]:
     return tuple(out)
 
 
+def _hoist_views(rewriter: PatternRewriter, op: g.FusedOp) -> list[SSAValue]:
+    """Move index-only ops that strides can express (a layer's slice of the KV
+    cache, a transposed weight) out of the region into launch-time views, so
+    the kernel sees only strides and the 24 layers share one kernel. Returns
+    the views to launch with, one per (new) region argument."""
+    block = op.block
+    operands = list(op.inputs)
+    changed = True
+    while changed:
+        changed = False
+        for i, arg in enumerate(list(block.args)):
+            if not arg.has_one_use():
+                continue
+            user = arg.get_unique_use().operation
+            buf, lay = view_layout(operands[i])
+            new = view_of(user, lay) if user.parent_block() is block else None
+            if new is None:
+                continue
+            operands[i] = new_view(rewriter, buf, new)
+            new_arg = block.insert_arg(user.results[0].type, i)
+            rewriter.replace_all_uses_with(user.results[0], new_arg)
+            rewriter.erase(user)
+            block.erase_arg(arg)
+            changed = True
+    return operands
+
+
 class LowerFused(RewritePattern):
     """A ``graph.fused`` region becomes one kernel (``fused_kernels``)."""
 
@@ -274,7 +301,7 @@ class LowerFused(RewritePattern):
     def match_and_rewrite(self, op: g.FusedOp, rewriter: PatternRewriter) -> None:
         spec = op.result.type.spec
         syms = program_symbols(op)
-        operands = list(op.inputs)
+        operands = _hoist_views(rewriter, op)
         layouts = [view_layout(v)[1] for v in operands]
         out_buf = new_buffer(rewriter, "temp", spec)
         out_view = new_view(rewriter, out_buf, Layout.contiguous(spec.shape))
