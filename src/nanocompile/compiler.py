@@ -1,12 +1,16 @@
-"""The compile driver: Graph IR -> Loop IR -> C -> shared library.
+"""The compile driver: Graph IR -> optimized Graph IR -> Loop IR -> C -> library.
 
 Each stage is a function on ``ModuleOp`` objects (never text: parsing is the
 slow part of xDSL), verifies its result, and can be stopped after:
 
     graph = build_qwen2(cfg)
-    loop_ir = lower_to_loop(graph)           # stage "loop"
-    c_source = emit_c(loop_ir)               # stage "c"
+    fused = optimize_graph(graph)             # stage "fused": cse, fold, dce, fuse
+    loop_ir = lower_to_loop(fused)            # stage "loop"
+    c_source = emit_c(loop_ir)                # stage "c"
     program = compile_program(graph, weights)  # all of it, cached by gcc
+
+``compile_program(..., fuse=False)`` is the phase-2 baseline: one kernel per
+primitive. Fused and unfused programs compute the same bits.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from nanocompile.ir_checks import check_dominance
 from nanocompile.passes.lower_graph_to_loop import LowerGraphToLoopPass
 from nanocompile.targets.c import CEmitter
 
-STAGES = ("graph", "loop", "c")
+STAGES = ("graph", "fused", "loop", "c")
+GRAPH_PIPELINE = ("cse", "fold-constants", "dce", "fuse")
 
 
 @dataclass
@@ -35,6 +40,19 @@ class CompileTimes:
     emit: float = 0.0
     gcc: float = 0.0
     cache_hit: bool = False
+
+
+def optimize_graph(graph: ModuleOp, passes: tuple[str, ...] = GRAPH_PIPELINE) -> ModuleOp:
+    """A verified copy of ``graph`` after the graph passes (the input is unchanged)."""
+    from nanocompile.passes import get_all_passes
+
+    registry = get_all_passes()
+    module = graph.clone()
+    for name in passes:
+        registry[name]()().apply(Context(), module)
+    module.verify()
+    check_dominance(module)
+    return module
 
 
 def lower_to_loop(graph: ModuleOp) -> ModuleOp:
@@ -51,11 +69,12 @@ def emit_c(loop_module: ModuleOp) -> str:
 
 
 def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
-                    sanitize: bool | None = None,
+                    fuse: bool = True, sanitize: bool | None = None,
                     times: CompileTimes | None = None) -> CompiledProgram:
-    """Lower, emit, build (or find in the cache) and load ``graph``."""
+    """Optimize (unless ``fuse=False``), lower, emit, build (or find in the
+    cache) and load ``graph``."""
     t0 = time.perf_counter()
-    loop_module = lower_to_loop(graph)
+    loop_module = lower_to_loop(optimize_graph(graph) if fuse else graph)
     t1 = time.perf_counter()
     program = CompiledProgram(loop_module, weights, sanitize=sanitize)
     t2 = time.perf_counter()

@@ -1,4 +1,9 @@
-"""nanocompile's passes, registered lazily (pass name -> factory)."""
+"""nanocompile's passes, registered lazily (pass name -> factory).
+
+``cse`` and ``dce`` are xDSL's own: graph primitives carry the ``Pure`` trait
+(all but ``graph.input`` and ``graph.weight``, which are the signature), so
+xDSL's passes apply to them unchanged.
+"""
 
 from collections.abc import Callable
 
@@ -17,7 +22,27 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return FusePass
 
+    def fold_constants() -> type[ModulePass]:
+        from nanocompile.passes.fold_constants import FoldConstantsPass
+
+        return FoldConstantsPass
+
+    def cse() -> type[ModulePass]:
+        from xdsl.transforms.common_subexpression_elimination import (
+            CommonSubexpressionElimination,
+        )
+
+        return CommonSubexpressionElimination
+
+    def dce() -> type[ModulePass]:
+        from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+        return DeadCodeElimination
+
     return {
+        "cse": cse,
+        "dce": dce,
+        "fold-constants": fold_constants,
         "fuse": fuse,
         "lower-graph-to-loop": lower_graph_to_loop,
     }

@@ -226,7 +226,8 @@ def _feeds_reduction(paths: list[Path]) -> bool:
 
 
 def _is_scalar_const(op: Operation) -> bool:
-    return isinstance(op, g.ConstOp) and not op.result.type.dims
+    """A one-element constant: emitted as a literal wherever it is read."""
+    return isinstance(op, g.ConstOp) and all(d == 1 for d in op.result.type.dims)
 
 
 def _is_external(op: Operation) -> bool:

@@ -1,0 +1,70 @@
+"""``fold-constants``: evaluate primitives whose operands are all constants.
+
+A folded value is computed by the interpreter's own kernel for that
+primitive, so it is exactly what the node would have produced at run time
+(bitwise). Never folded: anything with a symbolic shape (its size is only
+known at run time), ``graph.dim`` of a symbolic expression, and results
+larger than ``max_elements`` (a constant is stored in the generated code).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+from nanocompile.dialects import graph as g
+from nanocompile.interpreter import KERNELS
+
+
+class FoldConstant(RewritePattern):
+    """Replace a primitive of constants by the constant it computes."""
+
+    def __init__(self, max_elements: int) -> None:
+        self.max_elements = max_elements
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, g.PurePrimitiveOp) or isinstance(op, g.ConstOp):
+            return
+        kernel = KERNELS.get(type(op))
+        if kernel is None or not all(isinstance(v.owner, g.ConstOp) for v in op.operands):
+            return
+        spec = op.results[0].type.spec
+        if any(not d.is_const for d in spec.shape) or _props_symbolic(op):
+            return
+        count = int(np.prod([d.const_value for d in spec.shape], dtype=np.int64))
+        if count > self.max_elements:
+            return
+        args = [v.owner.to_array() for v in op.operands]  # type: ignore[union-attr]
+        with np.errstate(all="ignore"):
+            value = np.asarray(kernel(op, args, {}))
+        folded = g.ConstOp(np.ascontiguousarray(value), spec.dtype)
+        folded.result.name_hint = op.results[0].name_hint
+        rewriter.replace(op, folded)
+
+
+def _props_symbolic(op: Operation) -> bool:
+    return any(isinstance(p, g.DimAttr) and not p.data.is_const
+               for p in op.properties.values())
+
+
+@dataclass(frozen=True)
+class FoldConstantsPass(ModulePass):
+    """Fold every primitive whose operands are constants (bitwise, see module doc)."""
+
+    name = "fold-constants"
+    max_elements: int = 1 << 16
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(GreedyRewritePatternApplier(
+            [FoldConstant(self.max_elements)], dce_enabled=False)).rewrite_module(op)
