@@ -37,7 +37,14 @@ from nanocompile.backend.runtime import CompiledBackend, CompiledProgram
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.checkpoint.synth import SYNTH_VERSION, write_synthetic_snapshot
-from nanocompile.compiler import STAGES, CompileTimes, compile_program, emit_c, lower_to_loop
+from nanocompile.compiler import (
+    STAGES,
+    CompileTimes,
+    compile_program,
+    emit_c,
+    lower_to_loop,
+    optimize_graph,
+)
 from nanocompile.engine import Engine, F32Weights
 from nanocompile.generate import (
     ContextLengthError,
@@ -151,13 +158,18 @@ def _install(staging: Path, target: Path) -> None:
 
 def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
             last_only: bool = True) -> str:
-    """The program for ``config`` after ``stage`` ("graph", "loop" or "c"), as text."""
+    """The program for ``config`` after ``stage``, as text, exactly as
+    ``compile_program`` builds it: "graph" (as written), "fused" (after the
+    graph passes: cse, fold-constants, dce, fuse), "loop" (Loop IR) or "c"."""
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
     graph = build_qwen2(config, Qwen2GraphOptions(n_layers=n_layers, last_only=last_only))
     if stage == "graph":
         return str(graph)
-    loop_module = lower_to_loop(graph)
+    fused = optimize_graph(graph)
+    if stage == "fused":
+        return str(fused)
+    loop_module = lower_to_loop(fused)
     return str(loop_module) if stage == "loop" else emit_c(loop_module)
 
 
@@ -322,7 +334,7 @@ class Model:
     # -- inspection -------------------------------------------------------
 
     def ir(self, stage: str, n_layers: int | None = None) -> str:
-        """The generation graph after ``stage`` ("graph", "loop" or "c"), as text."""
+        """The generation graph after ``stage`` ("graph", "fused", "loop" or "c"), as text."""
         return ir_text(self.config, stage, n_layers=n_layers, last_only=self.last_only)
 
     def compile_report(self) -> dict[str, Any]:
@@ -338,7 +350,7 @@ class Model:
             loop_module = built.program.program.parent_op()
             assert isinstance(loop_module, ModuleOp)
         else:
-            loop_module = lower_to_loop(built.graph)
+            loop_module = lower_to_loop(optimize_graph(built.graph))
         work = count_work(loop_module)
         moved = work.bytes_moved
         compiled = built.program is not None

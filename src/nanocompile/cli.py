@@ -363,10 +363,11 @@ def _parser() -> argparse.ArgumentParser:
 
     dump = sub.add_parser("dump", help="print the IR of the Qwen2 program after a stage",
                           description="Print the Qwen2 program after a stage: graph (Graph "
-                          "IR), loop (Loop IR) or c (the generated C).")
+                          "IR as built), fused (after cse, fold-constants, dce, fuse), loop "
+                          "(Loop IR) or c (the generated C).")
     dump.add_argument("--model", metavar="DIR",
                       help="snapshot directory (default: the Qwen2.5-0.5B architecture)")
-    dump.add_argument("--stage", choices=["graph", "loop", "c"], default="graph",
+    dump.add_argument("--stage", choices=["graph", "fused", "loop", "c"], default="graph",
                       help="which IR to print (default: graph)")
     dump.add_argument("--layers", type=int, default=None, metavar="N",
                       help="build only the first N layers (default: all)")
