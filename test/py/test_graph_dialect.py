@@ -121,7 +121,7 @@ def test_graph_dialect_has_every_primitive() -> None:
         "reduce_max", "reshape", "permute", "broadcast", "slice", "concat", "matmul", "gather",
     }
     assert primitives <= names
-    assert names - primitives == {"func", "return"}
+    assert names - primitives == {"func", "return", "fused", "yield"}
 
 
 def test_only_sources_with_a_name_are_impure() -> None:
@@ -131,5 +131,5 @@ def test_only_sources_with_a_name_are_impure() -> None:
     assert not g.InputOp.has_trait(Pure)
     assert not g.WeightOp.has_trait(Pure)
     for op in g.Graph.operations:
-        if op not in (g.InputOp, g.WeightOp, g.GraphFuncOp, g.ReturnOp):
+        if op not in (g.InputOp, g.WeightOp, g.GraphFuncOp, g.ReturnOp, g.FusedYieldOp):
             assert op.has_trait(Pure), op.name

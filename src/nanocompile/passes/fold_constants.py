@@ -48,7 +48,7 @@ class FoldConstant(RewritePattern):
         args = [v.owner.to_array() for v in op.operands]  # type: ignore[union-attr]
         with np.errstate(all="ignore"):
             value = np.asarray(kernel(op, args, {}))
-        folded = g.ConstOp(np.ascontiguousarray(value), spec.dtype)
+        folded = g.ConstOp(np.array(value, copy=True), spec.dtype)  # keeps 0-d
         folded.result.name_hint = op.results[0].name_hint
         rewriter.replace(op, folded)
 

@@ -231,7 +231,9 @@ def _is_scalar_const(op: Operation) -> bool:
 
 
 def _is_external(op: Operation) -> bool:
-    return isinstance(op, g.InputOp | g.WeightOp) or (
+    """Read from memory by the regions: inputs, weights, constant arrays, and
+    values already fused (the pass is idempotent)."""
+    return isinstance(op, g.InputOp | g.WeightOp | g.FusedOp) or (
         isinstance(op, g.ConstOp) and not _is_scalar_const(op))
 
 
@@ -256,8 +258,11 @@ def build_region(part: Partition, region: Region) -> tuple[list[SSAValue], Block
                 work.append(owner)
             elif owner not in needed and v not in externals:
                 externals.append(v)
-    ordered = sorted(needed, key=part.position.__getitem__)
-    externals.sort(key=lambda v: part.position.get(v.owner, -1))  # type: ignore[arg-type]
+    # a canonical order from the region's own structure (post-order from the
+    # root, operands left to right): regions computing the same thing print
+    # the same and share a kernel, wherever cse put their shared constants
+    ordered = _postorder(region.root, needed)
+    externals = _first_use_order(ordered, externals)
     block = Block(arg_types=[v.type for v in externals])
     mapping: dict[SSAValue, SSAValue] = dict(zip(externals, block.args, strict=True))
     for op in ordered:
@@ -268,6 +273,33 @@ def build_region(part: Partition, region: Region) -> tuple[list[SSAValue], Block
             new.name_hint = old.name_hint
     block.add_op(g.FusedYieldOp(mapping[region.root.results[0]]))
     return externals, block
+
+
+def _postorder(root: Operation, needed: set[Operation]) -> list[Operation]:
+    out: list[Operation] = []
+    seen: set[Operation] = set()
+    stack: list[tuple[Operation, int]] = [(root, 0)]
+    while stack:
+        op, i = stack.pop()
+        if i == 0 and op in seen:
+            continue
+        if i < len(op.operands):
+            stack.append((op, i + 1))
+            owner = op.operands[i].owner
+            if isinstance(owner, Operation) and owner in needed and owner not in seen:
+                stack.append((owner, 0))
+            continue
+        seen.add(op)
+        out.append(op)
+    return out
+
+
+def _first_use_order(ordered: list[Operation], externals: list[SSAValue]) -> list[SSAValue]:
+    rank: dict[SSAValue, int] = {}
+    for op in ordered:
+        for v in op.operands:
+            rank.setdefault(v, len(rank))
+    return sorted(externals, key=rank.__getitem__)
 
 
 def fuse_graph(func: g.GraphFuncOp) -> int:

@@ -301,11 +301,18 @@ class LowerFused(RewritePattern):
     def match_and_rewrite(self, op: g.FusedOp, rewriter: PatternRewriter) -> None:
         spec = op.result.type.spec
         syms = program_symbols(op)
+        for inner in op.block.ops:
+            if isinstance(inner, g.SliceOp):
+                _require_slice_bounds(rewriter, inner, inner.operand.type.dims[inner.axis.data])
         operands = _hoist_views(rewriter, op)
         layouts = [view_layout(v)[1] for v in operands]
         out_buf = new_buffer(rewriter, "temp", spec)
         out_view = new_view(rewriter, out_buf, Layout.contiguous(spec.shape))
-        base = f"fused_{op.kind.data}"
+        yielded = op.block.last_op
+        assert isinstance(yielded, g.FusedYieldOp)
+        root = yielded.value.owner
+        base = "fused_" + (root.name.removeprefix("graph.") if isinstance(root, Operation)
+                           else "copy")
         key = ("fused", region_key(op), syms, spec,
                tuple((lay.shape, lay.strides) for lay in layouts))
         name = self.lowering.library.lookup(
