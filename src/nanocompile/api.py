@@ -238,7 +238,7 @@ class Model:
             times = CompileTimes()
             kind = "last-position" if last_only else "all-position"
             program = report_step(
-                self._progress, f"compiling the model ({kind} logits, gcc)",
+                self._progress, f"compiling the model ({kind} logits)",
                 lambda: compile_program(graph, self._weights, times=times))
             built = _Compiled(graph, Engine(self.config, CompiledBackend(program)), program,
                               times)

@@ -138,7 +138,7 @@ class Partition:
         out = []
         for use in value.uses:
             user = use.operation
-            if user in self.inline:
+            if user in self.inline and user not in self.region_of:
                 out += self.paths(user.results[0], (*through, user))
             else:
                 out.append(Path(user, through))
