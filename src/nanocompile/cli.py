@@ -189,7 +189,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     cfg = _load_config(args.model)
     if args.layers is not None and not 0 < args.layers <= cfg.num_hidden_layers:
         raise UserError(f"--layers must be in [1, {cfg.num_hidden_layers}], got {args.layers}")
-    text = report_step(_progress(), f"building the {args.stage} IR",
+    text = report_step(_progress(), f"building the program up to stage '{args.stage}'",
                        lambda: ir_text(cfg, args.stage, n_layers=args.layers,
                                        last_only=args.last_only))
     print(text)
