@@ -124,3 +124,16 @@ def test_full_size_compiled_matches_transformers(full: Engines, key: str) -> Non
                           temperature=None, top_k=None, top_p=None)[0, len(ids):].tolist()
     assert np.abs(ours - ref).max() <= 1e-3
     assert full.compiled.greedy(ids, 24) == gen
+
+
+def test_profile_entry_times_every_launch_and_computes_the_same(tiny: Engines) -> None:
+    ids = np.array(prompt_ids(tiny.dir, "france"), np.int64)
+    past = np.zeros((2, 2, 0, 16), np.float32)
+    inputs = {"token_ids": ids, "past_keys": past, "past_values": past}
+    outputs, timings = tiny.program.profile(inputs)
+    assert len(timings) == tiny.program.launches
+    assert all(ns >= 0 for _, ns in timings)
+    assert sum(ns for _, ns in timings) > 0
+    ref = tiny.program.run(inputs)
+    for name in ref:
+        np.testing.assert_array_equal(outputs[name].view(np.uint8), ref[name].view(np.uint8))

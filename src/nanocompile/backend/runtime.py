@@ -108,6 +108,10 @@ class CompiledProgram:
         entry.restype = ctypes.c_int32
         entry.argtypes = [ctypes.c_void_p] * 4
         self._entry = entry
+        profile = getattr(self._lib, f"nc_profile_{self.program.sym_name.data}")
+        profile.restype = ctypes.c_int32
+        profile.argtypes = [ctypes.c_void_p] * 5
+        self._profile_entry = profile
         self._symbols = self.program.symbols
         self._temps = temp_buffers(self.program)
         self._monotone = all(t.size.provably_nonnegative() for t in self._temps)
@@ -151,6 +155,18 @@ class CompiledProgram:
         return plan
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._call(inputs, None)
+
+    def profile(self, inputs: Mapping[str, np.ndarray]
+                ) -> tuple[dict[str, np.ndarray], list[tuple[str, int]]]:
+        """Run once through the profiling entry: outputs, and (kernel, ns) per launch."""
+        ns = np.zeros(max(1, self.launches), np.int64)
+        outputs = self._call(inputs, ns)
+        names = [launch.kernel_name for launch in self.program.launches()]
+        return outputs, list(zip(names, (int(v) for v in ns), strict=False))
+
+    def _call(self, inputs: Mapping[str, np.ndarray],
+              ns: np.ndarray | None) -> dict[str, np.ndarray]:
         bindings = self.signature.bind(inputs)
         self._check_requirements(bindings)
         for iname, _ in self.signature.inputs:
@@ -170,8 +186,9 @@ class CompiledProgram:
         syms = (ctypes.c_int64 * max(1, len(self._symbols)))(
             *[bindings[s] for s in self._symbols])
         offsets = (ctypes.c_int64 * max(1, len(plan.offsets)))(*plan.offsets)
-        rc = self._entry(ctypes.addressof(syms), ctypes.addressof(io_array), arena_ptr,
-                         ctypes.addressof(offsets))
+        args = (ctypes.addressof(syms), ctypes.addressof(io_array), arena_ptr,
+                ctypes.addressof(offsets))
+        rc = self._entry(*args) if ns is None else self._profile_entry(*args, ns.ctypes.data)
         self.calls += 1
         if rc != 0:
             raise self._error(rc)
