@@ -135,9 +135,14 @@ def _sampler(args: argparse.Namespace, model_dir: Path | None = None) -> Sampler
     return Sampler(params)
 
 
+_OPEN_LINE = False  # stdout holds a line of generated text without its newline
+
+
 def _write(piece: str) -> None:
+    global _OPEN_LINE
     sys.stdout.write(piece)
     sys.stdout.flush()
+    _OPEN_LINE = not piece.endswith("\n")
 
 
 def _closing_line(result: GenerationResult, sampler: Sampler) -> str:
@@ -418,21 +423,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         code = func(args)
     except KeyboardInterrupt:
-        _abort_progress()
+        _tidy_up()
         sys.exit(f"{PROG}: interrupted")
     except BrokenPipeError:
         _exit_on_broken_pipe()
     except Exception as e:
         if not isinstance(e, _user_errors()) or os.environ.get("NANOCOMPILE_TRACEBACK"):
             raise
-        _abort_progress()
+        _tidy_up()
         sys.exit(f"{PROG}: error: {_one_line(e)}")
     sys.exit(code)
 
 
-def _abort_progress() -> None:
+def _tidy_up() -> None:
+    """Before a final message: end a progress line and a line of generated text."""
     if _REPORTER is not None:
         _REPORTER.abort()
+    if _OPEN_LINE:
+        _write("\n")
 
 
 if __name__ == "__main__":
