@@ -17,12 +17,19 @@ of those, at every case and binding (``Case.run_all``):
   by the same NumPy kernels; cse/dce only remove duplicate or dead ops and
   a folded constant is computed by the interpreter's own kernel);
 * the fused program equals the unfused one, bitwise, NaN payloads and -0.0
-  included, even where IEEE 754 leaves the choice open (two-NaN add/mul):
-  fusion moves scalar operations between kernels but never changes which
-  operation produces a value or the order of its operands, and a sum over k
-  stays one sequential loop. The one exception found is a bug (the sign of a
-  NaN when gcc folds a negation into a neighbouring operation of the same
-  kernel): see ``FUSED_NAN_SIGN`` and ``test_fused_negation_keeps_nan_sign``.
+  included: fusion moves scalar operations between kernels but never changes
+  which operation produces a value, on which operands, in which order, and a
+  sum over k stays one sequential loop. Where two NaNs meet in a commutative
+  add/mul, the payload is *not* fixed by the scalar code (x86 returns the
+  first source operand's NaN, and gcc orders a commutative op's operands
+  per instruction; ``test_fusion_primitives`` has a fused kernel choosing
+  differently from the unfused ones). In these primitive cases the two
+  programs choose alike, which is asserted as observed, and explicitly at
+  the two-NaN positions by ``test_commutative_two_nans``; a change in gcc's
+  code generation could break that without a bug. The one real exception
+  found is a bug (the sign of a NaN when gcc folds a negation into a
+  neighbouring operation of the same kernel): see ``FUSED_NAN_SIGN`` and
+  ``test_fused_negation_keeps_nan_sign``.
 
 What is claimed, and why (spec §3):
 
@@ -321,11 +328,13 @@ def test_commutative_two_nans(elementwise: Case, index: int, ab: tuple[int, int]
     operands' NaNs, quieted (IEEE 754 leaves the choice open and gcc may swap
     a commutative instruction's operands).
 
-    Between the two pipelines there is no such freedom: the fused and the
-    unfused kernel compute the same ``x + y`` / ``x * y`` with the operands in
-    the same order, and gcc picks the same payload in both, so they agree
-    bitwise at the two-NaN positions too (asserted here explicitly, and by
-    ``run_all`` on every output)."""
+    Between the two pipelines the fused kernel of each op here is the same
+    one-op loop as the unfused kernel, gcc compiles it alike, and the two
+    agree bitwise at the two-NaN positions too (asserted here explicitly, and
+    by ``run_all`` on every output). That is an observation about these
+    kernels, not a consequence of the op order: inside a larger fused kernel
+    gcc may order the operands differently
+    (``test_fusion_primitives.test_two_nan_payload_is_gccs_choice``)."""
     a, b = ab
     inputs = elementwise_inputs(rng_for("elementwise", index), a, b, n=b)
     want, runs = elementwise.run_all(inputs)
