@@ -224,8 +224,26 @@ class FootprintAttr(ParametrizedAttribute):
 # --------------------------------------------------------------------------
 
 
-def _print_strides(printer: Printer, strides: Sequence[Expr]) -> None:
-    printer.print_string(f" strides {_dims_text(strides)}")
+def _print_access(printer: Printer, ptr: SSAValue, indices: Sequence[SSAValue],
+                  strides: Sequence[Expr], value_type: Attribute) -> None:
+    """``%p[%i, %j] strides [896, 1] : f32``"""
+    printer.print_operand(ptr)
+    printer.print_string("[")
+    printer.print_list(indices, printer.print_operand)
+    printer.print_string(f"] strides {_dims_text(strides)} : ")
+    printer.print_attribute(value_type)
+
+
+def _parse_access(parser: Parser) -> tuple[SSAValue, list[SSAValue], list[Expr], Attribute]:
+    ptr = parser.parse_unresolved_operand()
+    idx = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                            parser.parse_unresolved_operand)
+    parser.parse_keyword("strides")
+    strides = _parse_dims(parser)
+    parser.parse_punctuation(":")
+    value_type = parser.parse_type()
+    ptr_v = parser.resolve_operand(ptr, PtrType.get(dtype_of_scalar(value_type)))
+    return ptr_v, [parser.resolve_operand(i, IndexType()) for i in idx], strides, value_type
 
 
 @irdl_op_definition
@@ -300,26 +318,12 @@ class LoadOp(_MemoryOp):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        printer.print_operand(self.ptr)
-        printer.print_string("[")
-        printer.print_list(self.indices, printer.print_operand)
-        printer.print_string("]")
-        _print_strides(printer, self.stride_exprs)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
+        _print_access(printer, self.ptr, self.indices, self.stride_exprs, self.result.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> LoadOp:
-        ptr = parser.parse_unresolved_operand()
-        idx = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
-                                                parser.parse_unresolved_operand)
-        parser.parse_keyword("strides")
-        strides = _parse_dims(parser)
-        parser.parse_punctuation(":")
-        value_type = parser.parse_type()
-        ptr_v = parser.resolve_operand(ptr, PtrType.get(dtype_of_scalar(value_type)))
-        indices = [parser.resolve_operand(i, IndexType()) for i in idx]
-        return cls(ptr_v, indices, strides)
+        ptr, indices, strides, _ = _parse_access(parser)
+        return cls(ptr, indices, strides)
 
 
 @irdl_op_definition
@@ -343,28 +347,14 @@ class StoreOp(_MemoryOp):
         printer.print_string(" ")
         printer.print_operand(self.value)
         printer.print_string(", ")
-        printer.print_operand(self.ptr)
-        printer.print_string("[")
-        printer.print_list(self.indices, printer.print_operand)
-        printer.print_string("]")
-        _print_strides(printer, self.stride_exprs)
-        printer.print_string(" : ")
-        printer.print_attribute(self.value.type)
+        _print_access(printer, self.ptr, self.indices, self.stride_exprs, self.value.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> StoreOp:
         value = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
-        ptr = parser.parse_unresolved_operand()
-        idx = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
-                                                parser.parse_unresolved_operand)
-        parser.parse_keyword("strides")
-        strides = _parse_dims(parser)
-        parser.parse_punctuation(":")
-        value_type = parser.parse_type()
-        return cls(parser.resolve_operand(value, value_type),
-                   parser.resolve_operand(ptr, PtrType.get(dtype_of_scalar(value_type))),
-                   [parser.resolve_operand(i, IndexType()) for i in idx], strides)
+        ptr, indices, strides, value_type = _parse_access(parser)
+        return cls(parser.resolve_operand(value, value_type), ptr, indices, strides)
 
 
 @irdl_op_definition

@@ -114,6 +114,26 @@ def new_buffer(rewriter: PatternRewriter, kind: str, spec: TensorSpec,
     return buf.result
 
 
+def replace_by_view(rewriter: PatternRewriter, op: Operation, buffer: SSAValue,
+                    layout: Layout) -> SSAValue:
+    """Replace ``op``'s result by a view of ``buffer``; returns the view."""
+    view = new_view(rewriter, buffer, layout)
+    rewriter.replace_all_uses_with(op.results[0], view)
+    rewriter.erase(op)
+    return view
+
+
+def launch_into_temp(rewriter: PatternRewriter, op: Operation, kernel: str,
+                     operands: list[SSAValue]) -> None:
+    """Replace ``op`` by a fresh temporary that ``kernel`` writes from ``operands``."""
+    spec = op.results[0].type.spec
+    out_buf = new_buffer(rewriter, "temp", spec)
+    out_view = new_view(rewriter, out_buf, Layout.contiguous(spec.shape))
+    rewriter.insert(loop.LaunchOp(kernel, [out_view, *operands]))
+    rewriter.replace_all_uses_with(op.results[0], out_view)
+    rewriter.erase(op)
+
+
 def program_symbols(op: Operation) -> tuple[str, ...]:
     program = op.parent_op()
     assert isinstance(program, loop.ProgramOp)
@@ -131,17 +151,13 @@ class Lowering:
         """Replace ``op`` by a temp buffer written by a kernel reading ``operands``."""
         spec = op.results[0].type.spec
         syms = program_symbols(op)
-        out_buf = new_buffer(rewriter, "temp", spec)
-        out_view = new_view(rewriter, out_buf, Layout.contiguous(spec.shape))
         layouts = [view_layout(v)[1] for v in operands]
         props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
         key = (kind, op.name, props, syms, spec,
                tuple((v.type.dtype.data, lay.shape, lay.strides)  # type: ignore[union-attr]
                      for v, lay in zip(operands, layouts, strict=True)))
         name = self.library.lookup(key, kind, lambda: build(syms, spec, layouts))  # type: ignore[operator]
-        rewriter.insert(loop.LaunchOp(name, [out_view, *operands]))
-        rewriter.replace_all_uses_with(op.results[0], out_view)
-        rewriter.erase(op)
+        launch_into_temp(rewriter, op, name, operands)
 
 
 class ConvertGraphFunc(RewritePattern):
@@ -165,9 +181,7 @@ class LowerSource(RewritePattern):
             buf = new_buffer(rewriter, "weight", spec, op.weight_name.data)
         else:
             buf = new_buffer(rewriter, "const", spec, value=op.value)
-        view = new_view(rewriter, buf, Layout.contiguous(spec.shape))
-        rewriter.replace_all_uses_with(op.result, view)
-        rewriter.erase(op)
+        replace_by_view(rewriter, op, buf, Layout.contiguous(spec.shape))
 
 
 class LowerMovement(RewritePattern):
@@ -194,9 +208,7 @@ class LowerMovement(RewritePattern):
                 self.lowering.launch(rewriter, op, "copy", build_copy, [op.operand])
                 return
             new = reshaped
-        view = new_view(rewriter, buf, new)
-        rewriter.replace_all_uses_with(op.result, view)
-        rewriter.erase(op)
+        replace_by_view(rewriter, op, buf, new)
 
 
 def _require_slice_bounds(rewriter: PatternRewriter, op: g.SliceOp, size: Expr) -> None:
@@ -306,8 +318,6 @@ class LowerFused(RewritePattern):
                 _require_slice_bounds(rewriter, inner, inner.operand.type.dims[inner.axis.data])
         operands = _hoist_views(rewriter, op)
         layouts = [view_layout(v)[1] for v in operands]
-        out_buf = new_buffer(rewriter, "temp", spec)
-        out_view = new_view(rewriter, out_buf, Layout.contiguous(spec.shape))
         yielded = op.block.last_op
         assert isinstance(yielded, g.FusedYieldOp)
         root = yielded.value.owner
@@ -317,9 +327,7 @@ class LowerFused(RewritePattern):
                tuple((lay.shape, lay.strides) for lay in layouts))
         name = self.lowering.library.lookup(
             key, base, lambda: build_fused(syms, spec, layouts, op, base))
-        rewriter.insert(loop.LaunchOp(name, [out_view, *operands]))
-        rewriter.replace_all_uses_with(op.result, out_view)
-        rewriter.erase(op)
+        launch_into_temp(rewriter, op, name, operands)
 
 
 class LowerReturn(RewritePattern):
