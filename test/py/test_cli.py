@@ -73,23 +73,13 @@ def test_generate_streams_text_and_the_speed_line(env: dict[str, str],
     assert "SYNTHETIC" not in proc.stderr  # --model given: no default-model notice
 
 
-def test_generate_backends_agree(env: dict[str, str], tiny_snapshot: Path) -> None:
-    outs = [run(env, "generate", "def fibonacci(n):", "--model", tiny_snapshot, "--greedy",
-                "--max-tokens", "12", "--backend", backend).stdout
-            for backend in ("c", "interpreter")]
-    assert outs[0] == outs[1]
-    assert outs[0].strip()
-
-
 def test_model_defaults_read_generation_config(env: dict[str, str], tiny_snapshot: Path) -> None:
     config = json.loads((tiny_snapshot / "generation_config.json").read_text())
     proc = run(env, "generate", "Hello", "--model", tiny_snapshot, "--model-defaults",
-               "--seed", "3", "--max-tokens", "4", "--backend", "interpreter")
+               "--top-k", "5", "--seed", "3", "--max-tokens", "4", "--backend", "interpreter")
     last = proc.stderr.splitlines()[-1]
-    assert f"T={config['temperature']:g} top-k={config['top_k']} top-p={config['top_p']:g}" in last
-    overridden = run(env, "generate", "Hello", "--model", tiny_snapshot, "--model-defaults",
-                     "--top-k", "5", "--max-tokens", "2", "--backend", "interpreter")
-    assert "top-k=5 " in overridden.stderr
+    assert f"T={config['temperature']:g} top-k=5 top-p={config['top_p']:g} seed=3" in last
+    assert config["top_k"] != 5  # the flag overrode the file
 
 
 def test_chat_multi_turn_from_stdin(env: dict[str, str], tiny_snapshot: Path) -> None:
@@ -128,12 +118,9 @@ def test_compile_reports_work_and_cache(env: dict[str, str], tiny_snapshot: Path
 
 
 def test_dump_stages(env: dict[str, str], tiny_snapshot: Path) -> None:
-    graph = run(env, "dump", "--model", tiny_snapshot, "--layers", "1").stdout
     loop_ir = run(env, "dump", "--model", tiny_snapshot, "--stage", "loop", "--layers", "1",
                   "--last-only").stdout
     c = run(env, "dump", "--model", tiny_snapshot, "--stage", "c", "--layers", "1").stdout
-    assert "graph.func @qwen2" in graph
-    assert "model.layers.1." not in graph
     assert "loop.program @qwen2" in loop_ir
     assert "nc_run_qwen2" in c
 
