@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-COMMAND_MODULES: tuple[str, ...] = ("bench.probe",)
+COMMAND_MODULES: tuple[str, ...] = ("bench.probe", "bench.run", "bench.plot")
 
 
 class BenchError(Exception):

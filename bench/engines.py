@@ -1,0 +1,358 @@
+"""The engines ``python -m bench run`` times, and the work each must do.
+
+Every engine is built from the *same snapshot bytes* and offers one
+operation, ``next_token(ids, state)``: run ``ids`` after the tokens already
+in ``state`` (its KV cache) and return the argmax of the last position's
+logits. Timing, thread limits and statistics live in :mod:`bench.run`.
+
+=========  ==============================================================
+interp     nanocompile's graph interpreter (NumPy per primitive, unfused)
+c-phase2   nanocompile's generated C, one kernel per primitive (fuse=False)
+c-phase3   nanocompile's generated C after the fuse pass (fuse=True)
+torch      transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
+numpy      the hand-written NumPy engine (:mod:`bench.numpy_engine`)
+=========  ==============================================================
+
+nanocompile engines run the last-only graph (LM head on the last position),
+and torch is asked for the same (``logits_to_keep=1``), so prefill does the
+same arithmetic everywhere.
+
+Work counters come from the IR (``nanocompile.work.count_work``): kernel
+launches and the exact bytes polynomial of the unfused (phase 2) and fused
+(phase 3) loop programs. FLOPs are counted from the config: matmul FLOPs
+only (2 per multiply-add; the 7 projections per token, causal attention
+scores and context, the LM head on one row); elementwise work is left out
+(< 0.1 % of it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from nanocompile.checkpoint.config import Qwen2Config
+from nanocompile.checkpoint.snapshot import Snapshot
+
+ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "torch", "numpy")
+REFERENCE_ENGINE = "c-phase3"  # the head-to-heads are against the fused C engine
+SYNTH_SEED = 0
+CACHED_FILES = ("config.json", "generation_config.json", "model.safetensors")
+
+
+class Model(Protocol):
+    """One engine, ready to run: a fresh state per generation, one step at a time."""
+
+    def new_state(self, capacity: int) -> Any:
+        """An empty KV cache (or equivalent) for ``capacity`` positions."""
+        ...
+
+    def next_token(self, ids: Sequence[int], state: Any) -> int:
+        """Run ``ids`` after the state's tokens (extending it); the last argmax."""
+        ...
+
+
+class EngineUnavailable(Exception):
+    """An engine cannot run here (a missing package, no compiler): skip it."""
+
+
+# --------------------------------------------------------------------------
+# the snapshot the engines share
+
+
+def cache_root() -> Path:
+    """``$NANOCOMPILE_CACHE`` or ``~/.cache/nanocompile`` (as the test fixtures use)."""
+    root = os.environ.get("NANOCOMPILE_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "nanocompile"
+
+
+def _is_complete(directory: Path) -> bool:
+    from nanocompile.checkpoint.safetensors import SafetensorsError, SafetensorsFile
+
+    if not all((directory / name).is_file() for name in CACHED_FILES):
+        return False
+    try:
+        with SafetensorsFile.open(directory / "model.safetensors"):
+            return True
+    except SafetensorsError:
+        return False
+
+
+def full_synthetic_snapshot(seed: int = SYNTH_SEED, log: Callable[[str], None] = print) -> Path:
+    """The full-size synthetic snapshot, generated once and cached.
+
+    The same directory ``test/py/conftest.py::cached_full_weights`` uses
+    (``<cache root>/test-synth-<seed>-<SYNTH_VERSION>``, written into a
+    temporary sibling and renamed into place), so tests and benchmarks share
+    one copy of the ~1 GB of weights.
+    """
+    from nanocompile.checkpoint.synth import SYNTH_VERSION, write_synthetic_snapshot
+
+    cache = cache_root() / f"test-synth-{seed}-{SYNTH_VERSION}"
+    if _is_complete(cache):
+        return cache
+    log(f"generating the full-size synthetic snapshot into {cache} (~1 GB, once)")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{cache.name}.", dir=cache.parent))
+    try:
+        write_synthetic_snapshot(staging, seed=seed, tokenizer=False)
+        if cache.exists():
+            shutil.rmtree(cache)  # an incomplete leftover
+        try:
+            staging.rename(cache)
+        except OSError:
+            if not _is_complete(cache):  # not a concurrent writer that won the race
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return cache
+
+
+def prompt_ids(config: Qwen2Config, length: int, seed: int = 0) -> list[int]:
+    """A deterministic prompt of ``length`` token ids (no tokenizer needed)."""
+    rng = np.random.default_rng(seed)
+    high = min(config.vocab_size, 151_643)  # real BPE ids only, no specials
+    return [int(t) for t in rng.integers(0, high, size=length)]
+
+
+def model_facts(snapshot: Snapshot, label: str) -> dict[str, Any]:
+    """What identifies the model in a record: label, path, parameters, a short id."""
+    import hashlib
+
+    cfg = snapshot.config
+    params = sum(int(np.prod(shape)) for shape in snapshot.expected_tensors().values())
+    ident = (snapshot.path / "config.json").read_bytes() + str(snapshot.nbytes()).encode()
+    return {
+        "label": label,
+        "path": str(snapshot.path),
+        "id": hashlib.sha256(ident).hexdigest()[:12],
+        "layers": cfg.num_hidden_layers,
+        "hidden": cfg.hidden_size,
+        "parameters": params,
+        "f32_weight_bytes": 4 * params,
+    }
+
+
+# --------------------------------------------------------------------------
+# work: FLOPs from the config, bytes and launches from the IR
+
+
+def prefill_flops(config: Qwen2Config, seq: int) -> int:
+    """Matmul FLOPs of an uncached, last-only prefill of ``seq`` tokens.
+
+    2 FLOPs per multiply-add: the 7 projections for every token, the causal
+    attention (token i attends to i + 1 keys: scores and context in every
+    head), and the LM head on the last row. Equals
+    ``bench.probe.prefill_flops_per_token(seq) * seq`` for Qwen2.5-0.5B.
+    """
+    h, i, d = config.hidden_size, config.intermediate_size, config.head_dim
+    kv = config.num_key_value_heads * d
+    per_layer = h * h + 2 * kv * h + h * h + 3 * i * h
+    attended = seq * (seq + 1) // 2
+    attention = config.num_hidden_layers * config.num_attention_heads * 2 * (2 * d * attended)
+    return 2 * config.num_hidden_layers * per_layer * seq + attention + 2 * config.vocab_size * h
+
+
+@dataclass(frozen=True)
+class Work:
+    """Launches per step and the bytes polynomial of one loop program."""
+
+    program: str  # "unfused" (phase 2) or "fused" (phase 3)
+    launches: int
+    distinct_kernels: int
+    bytes_moved: Any  # nanocompile.symbolic.Expr in seq and past
+
+    def decode_bytes(self, past: int) -> int:
+        """Bytes one decode step (seq = 1) moves with ``past`` cached tokens."""
+        return int(self.bytes_moved.evaluate({"seq": 1, "past": past}))
+
+    def as_dict(self, past: int) -> dict[str, Any]:
+        """Plain dict for a record."""
+        return {
+            "program": self.program,
+            "launches_per_step": self.launches,
+            "distinct_kernels": self.distinct_kernels,
+            "decode_bytes_per_step": self.decode_bytes(past),
+            "decode_bytes_past": past,
+            "bytes_polynomial": str(self.bytes_moved),
+        }
+
+
+def count_program_work(graph: Any, *, fused: bool) -> Work:
+    """Count the loop program ``compile_program(graph, fuse=fused)`` builds."""
+    from nanocompile.compiler import lower_to_loop, optimize_graph
+    from nanocompile.work import count_work
+
+    loop_ir = lower_to_loop(optimize_graph(graph) if fused else graph)
+    work = count_work(loop_ir)
+    return Work("fused" if fused else "unfused", work.launches, work.distinct_kernels,
+                work.bytes_moved)
+
+
+# --------------------------------------------------------------------------
+# the engines
+
+
+class _CacheModel:
+    """An engine with ``new_cache(capacity)`` and ``forward(ids, cache) -> logits``.
+
+    Both ``nanocompile.engine.Engine`` (any backend) and the NumPy engine.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def new_state(self, capacity: int) -> Any:
+        return self.engine.new_cache(capacity)
+
+    def next_token(self, ids: Sequence[int], state: Any) -> int:
+        return int(np.argmax(self.engine.forward(ids, state)[-1]))
+
+
+class _TorchModel:
+    """transformers' Qwen2ForCausalLM driven step by step with its own KV cache."""
+
+    def __init__(self, directory: Path) -> None:
+        import inspect
+
+        import torch
+        import transformers
+
+        self.torch = torch
+        self.model = transformers.Qwen2ForCausalLM.from_pretrained(
+            directory, dtype=torch.float32).eval()
+        self.cache_type = transformers.DynamicCache
+        params = inspect.signature(self.model.forward).parameters
+        # transformers 5 renamed ``past_key_values`` to ``cache``
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.attention = getattr(self.model.config, "_attn_implementation", None)
+
+    def details(self) -> dict[str, Any]:
+        """Facts for the record: transformers' attention implementation."""
+        return {"attention": self.attention, "cache_argument": self.cache_arg}
+
+    def new_state(self, capacity: int) -> Any:
+        return self.cache_type(config=self.model.config)
+
+    def next_token(self, ids: Sequence[int], state: Any) -> int:
+        torch = self.torch
+        with torch.inference_mode():
+            out = self.model(torch.tensor([list(ids)], dtype=torch.long), use_cache=True,
+                             logits_to_keep=1, **{self.cache_arg: state})
+        return int(out.logits[0, -1].argmax())
+
+
+@dataclass
+class Shared:
+    """What the engines share: the snapshot, widened weights and the last-only graph."""
+
+    snapshot: Snapshot
+    _weights: Any = None
+    _graph: Any = None
+    work: dict[str, Work] = field(default_factory=dict)
+
+    @property
+    def config(self) -> Qwen2Config:
+        return self.snapshot.config
+
+    @property
+    def weights(self) -> Any:
+        """``F32Weights`` shared by the interpreter and the C engines."""
+        if self._weights is None:
+            from nanocompile.engine import F32Weights
+
+            self._weights = F32Weights(self.snapshot)
+        return self._weights
+
+    @property
+    def graph(self) -> Any:
+        """The last-only Qwen2 graph (built once)."""
+        if self._graph is None:
+            from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
+
+            self._graph = build_qwen2(self.config, Qwen2GraphOptions(last_only=True))
+        return self._graph
+
+    def program_work(self, fused: bool) -> Work:
+        """Work of the fused or unfused program (counted once)."""
+        key = "fused" if fused else "unfused"
+        if key not in self.work:
+            self.work[key] = count_program_work(self.graph, fused=fused)
+        return self.work[key]
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """How to build one engine and what its work counters are."""
+
+    name: str
+    description: str
+    build: Callable[[Shared], Model]
+    work: Callable[[Shared], Work]
+    work_is_own: bool  # False: the engine has no IR; bytes are the fused program's
+
+
+def _build_interp(shared: Shared) -> Model:
+    from nanocompile.engine import Engine
+    from nanocompile.interpreter import InterpreterBackend
+
+    return _CacheModel(Engine(shared.config, InterpreterBackend(shared.graph,
+                                                                      shared.weights)))
+
+
+def _build_c(fuse: bool) -> Callable[[Shared], Model]:
+    def build(shared: Shared) -> Model:
+        if shutil.which("gcc") is None:
+            raise EngineUnavailable("no gcc on PATH")
+        from nanocompile.backend.runtime import CompiledBackend
+        from nanocompile.compiler import compile_program
+        from nanocompile.engine import Engine
+
+        program = compile_program(shared.graph, shared.weights, fuse=fuse)
+        return _CacheModel(Engine(shared.config, CompiledBackend(program)))
+
+    return build
+
+
+def _build_torch(shared: Shared) -> Model:
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise EngineUnavailable(f"{' and '.join(missing)} not installed "
+                                "(pip install -e '.[bench]')")
+    return _TorchModel(shared.snapshot.path)
+
+
+def _build_numpy(shared: Shared) -> Model:
+    from bench.numpy_engine import NumpyQwen2
+
+    return _CacheModel(NumpyQwen2.from_snapshot(shared.snapshot))
+
+
+def _unfused(shared: Shared) -> Work:
+    return shared.program_work(fused=False)
+
+
+def _fused(shared: Shared) -> Work:
+    return shared.program_work(fused=True)
+
+
+ENGINES: dict[str, EngineSpec] = {
+    "interp": EngineSpec("interp", "nanocompile graph interpreter (NumPy, unfused graph)",
+                         _build_interp, _unfused, True),
+    "c-phase2": EngineSpec("c-phase2", "nanocompile C, one kernel per primitive",
+                           _build_c(False), _unfused, True),
+    "c-phase3": EngineSpec("c-phase3", "nanocompile C, fused kernels",
+                           _build_c(True), _fused, True),
+    "torch": EngineSpec("torch", "transformers Qwen2ForCausalLM f32 eager",
+                        _build_torch, _fused, False),
+    "numpy": EngineSpec("numpy", "hand-written NumPy f32 engine (bench/numpy_engine.py)",
+                        _build_numpy, _fused, False),
+}
+assert tuple(ENGINES) == ENGINE_NAMES

@@ -1,0 +1,595 @@
+"""``python -m bench run``: decode and prefill ms/token of every engine, side by side.
+
+Protocol (spec §6, issue 7):
+
+* All engines are built in this one process from the same snapshot bytes, then
+  a **warm-up** round (untimed) runs every engine once: a short generation
+  (4 tokens) after the short prompt and one prefill at every other prompt
+  length, at the largest thread count.
+* A **slot** is an (engine, thread count) pair. Round r runs every slot once,
+  the slot list rotated by r, so no engine always runs first or after the
+  same neighbour. Each slot's run: a greedy generation of ``--decode-tokens``
+  tokens after a prompt of the smallest ``--prompt-tokens`` length, then an
+  uncached prefill (time to first token) at each longer prompt length.
+* **decode ms/token** = (time from the first to the last generated token) /
+  (generated − 1). **prefill ms/token** = time to first token / prompt
+  tokens; the short prompt's comes from the generation itself.
+* Threads: BLAS pools through threadpoolctl, ``torch.set_num_threads`` and
+  ``NANOCOMPILE_THREADS`` (the C backend is single-threaded until phase 4).
+* Per slot and metric: median, minimum and spread (``bench.stats``); an exact
+  one-sided sign test over the paired rounds against the fused C engine
+  (``c-phase3``) at the same thread count; the control check against the
+  engine's own recorded medians (same machine, model, metric, threads).
+* One record per engine × threads × metric is appended to the results file.
+
+Work beside the times: bytes per decode step and launches per step from the
+loop IR (at past = the short prompt's length), achieved GB/s (those bytes /
+decode time) and prefill GFLOP/s (matmul FLOPs, see ``bench.engines``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import BenchError, command, results, stats
+from bench.engines import (
+    ENGINE_NAMES,
+    ENGINES,
+    REFERENCE_ENGINE,
+    EngineUnavailable,
+    Model,
+    Shared,
+    Work,
+    full_synthetic_snapshot,
+    model_facts,
+    prefill_flops,
+    prompt_ids,
+)
+
+ALPHA = 0.05  # sign-test level for a verdict
+WARMUP_TOKENS = 4
+DEFAULT_ROUNDS = 5  # 5 of 5 paired wins is p = 1/32; fewer rounds can never reach 0.05
+DEFAULT_PROMPTS = (16, 128)
+DEFAULT_DECODE = 32
+SMOKE = {"rounds": 2, "prompt_tokens": (4, 8), "decode_tokens": 4}
+DECODE = "decode_ms_per_token"
+
+
+def prefill_metric(prompt: int) -> str:
+    """The metric name of prefill ms/token at one prompt length."""
+    return f"prefill_ms_per_token@{prompt}"
+
+
+# --------------------------------------------------------------------------
+# settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated ``bench run`` command line."""
+
+    engines: tuple[str, ...]
+    threads: tuple[int, ...]
+    rounds: int
+    prompt_tokens: tuple[int, ...]  # sorted; the first is the decode prompt
+    decode_tokens: int
+    smoke: bool
+    model: Path | None
+    results_path: Path
+    record: bool
+
+    @property
+    def metrics(self) -> list[str]:
+        """Every metric a slot measures, decode first."""
+        return [DECODE, *(prefill_metric(p) for p in self.prompt_tokens)]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict for records."""
+        return {
+            "engines": list(self.engines),
+            "threads": list(self.threads),
+            "rounds": self.rounds,
+            "warmup_rounds": 1,
+            "prompt_tokens": list(self.prompt_tokens),
+            "decode_prompt_tokens": self.prompt_tokens[0],
+            "decode_tokens": self.decode_tokens,
+            "smoke": self.smoke,
+        }
+
+
+def _int_list(text: str, flag: str, low: int, high: int) -> tuple[int, ...]:
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise BenchError(f"{flag} wants comma-separated integers, got {text!r}") from None
+    if not values or any(not low <= v <= high for v in values):
+        raise BenchError(f"{flag} wants integers in {low}..{high}, got {text!r}")
+    return tuple(sorted(set(values)))
+
+
+def _engine_list(text: str) -> tuple[str, ...]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [n for n in names if n not in ENGINES]
+    if unknown or not names:
+        raise BenchError(f"--engines: unknown engine {', '.join(unknown) or '(none)'}; "
+                         f"choose from {','.join(ENGINE_NAMES)}")
+    return tuple(dict.fromkeys(names))
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Validate the arguments (``--smoke`` fills in what was not given)."""
+    smoke = bool(args.smoke)
+    if smoke and args.model is not None:
+        raise BenchError("--smoke uses the tiny synthetic model; drop --model")
+    rounds = args.rounds if args.rounds is not None else (
+        SMOKE["rounds"] if smoke else DEFAULT_ROUNDS)
+    if not 1 <= rounds <= 1000:
+        raise BenchError(f"--rounds must be in 1..1000, got {rounds}")
+    prompts = (_int_list(args.prompt_tokens, "--prompt-tokens", 1, 4096)
+               if args.prompt_tokens else SMOKE["prompt_tokens"] if smoke else DEFAULT_PROMPTS)
+    decode = args.decode_tokens if args.decode_tokens is not None else (
+        SMOKE["decode_tokens"] if smoke else DEFAULT_DECODE)
+    if not 2 <= decode <= 4096:
+        raise BenchError(f"--decode-tokens must be in 2..4096 (ms/token divides by "
+                         f"generated - 1), got {decode}")
+    model = Path(args.model) if args.model is not None else None
+    if model is not None and not model.is_dir():
+        raise BenchError(f"--model {model}: not a directory")
+    return Settings(
+        engines=_engine_list(args.engines),
+        threads=_int_list(args.threads, "--threads", 1, 256),
+        rounds=rounds,
+        prompt_tokens=prompts,
+        decode_tokens=decode,
+        smoke=smoke,
+        model=model,
+        results_path=Path(args.results),
+        record=not args.no_record,
+    )
+
+
+# --------------------------------------------------------------------------
+# threads
+
+
+class Threads:
+    """Sets every thread pool the engines use to one count, and restores it."""
+
+    def __init__(self, strict: bool) -> None:
+        try:
+            import threadpoolctl
+        except ImportError:
+            if strict:
+                raise BenchError("threadpoolctl is not installed, so BLAS threads cannot be "
+                                 "set: pip install -e '.[bench]'") from None
+            print("bench run: threadpoolctl not installed: BLAS threads are NOT controlled "
+                  "(pip install -e '.[bench]')", file=sys.stderr)
+            threadpoolctl = None
+        self._threadpoolctl = threadpoolctl
+        self.controlled = threadpoolctl is not None
+
+    @contextlib.contextmanager
+    def limit(self, n: int) -> Iterator[None]:
+        """Within the block, BLAS/OpenMP pools, torch and NANOCOMPILE_THREADS use ``n``."""
+        torch = sys.modules.get("torch")
+        old_torch = torch.get_num_threads() if torch is not None else None
+        old_env = os.environ.get("NANOCOMPILE_THREADS")
+        os.environ["NANOCOMPILE_THREADS"] = str(n)
+        limiter = (self._threadpoolctl.threadpool_limits(limits=n)
+                   if self._threadpoolctl is not None else contextlib.nullcontext())
+        try:
+            with limiter:
+                if torch is not None:
+                    torch.set_num_threads(n)
+                yield
+        finally:
+            if torch is not None and old_torch is not None:
+                torch.set_num_threads(old_torch)
+            if old_env is None:
+                os.environ.pop("NANOCOMPILE_THREADS", None)
+            else:
+                os.environ["NANOCOMPILE_THREADS"] = old_env
+
+
+# --------------------------------------------------------------------------
+# timing
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One timed greedy generation."""
+
+    ttft: float  # seconds to the first token (the prefill)
+    decode: float  # seconds from the first token to the last
+    tokens: list[int]
+
+
+def timed_generation(model: Model, prompt: Sequence[int], n_tokens: int) -> Generation:
+    """Greedy-generate ``n_tokens`` after ``prompt``, timing the prefill and the rest."""
+    state = model.new_state(len(prompt) + n_tokens)
+    start = time.perf_counter()
+    token = model.next_token(prompt, state)
+    first = time.perf_counter()
+    tokens = [token]
+    for _ in range(n_tokens - 1):
+        token = model.next_token([token], state)
+        tokens.append(token)
+    end = time.perf_counter()
+    return Generation(first - start, end - first, tokens)
+
+
+@dataclass
+class Slot:
+    """One engine at one thread count: its per-round values for every metric."""
+
+    engine: str
+    threads: int
+    values: dict[str, list[float]] = field(default_factory=dict)
+    tokens: list[int] = field(default_factory=list)
+
+    def add(self, metric: str, ms_per_token: float) -> None:
+        """Append one round's value."""
+        self.values.setdefault(metric, []).append(ms_per_token)
+
+
+def run_slot(model: Model, slot: Slot | None, prompt: list[int], settings: Settings,
+             decode_tokens: int) -> None:
+    """One run of one engine: the generation, then each longer prefill (``slot`` None: untimed)."""
+    short = settings.prompt_tokens[0]
+    gen = timed_generation(model, prompt[:short], decode_tokens)
+    if slot is not None:
+        slot.add(DECODE, 1e3 * gen.decode / (decode_tokens - 1))
+        slot.add(prefill_metric(short), 1e3 * gen.ttft / short)
+        slot.tokens = gen.tokens
+    for length in settings.prompt_tokens[1:]:
+        ttft = timed_generation(model, prompt[:length], 1).ttft
+        if slot is not None:
+            slot.add(prefill_metric(length), 1e3 * ttft / length)
+
+
+# --------------------------------------------------------------------------
+# the run
+
+
+@dataclass
+class Built:
+    """An engine ready to time, with its work counters."""
+
+    name: str
+    model: Model
+    work: Work
+    build_seconds: float
+    details: dict[str, Any]
+
+
+def resolve_model(settings: Settings, scratch: Path) -> tuple[Path, str]:
+    """The snapshot directory to benchmark and a label for it."""
+    if settings.smoke:
+        from nanocompile.checkpoint.synth import write_synthetic_snapshot
+
+        return write_synthetic_snapshot(scratch / "tiny", tiny=True, seed=0,
+                                        tokenizer=False), "synthetic tiny seed 0"
+    if settings.model is not None:
+        return settings.model, f"snapshot {settings.model.name}"
+    return full_synthetic_snapshot(), "synthetic full-size seed 0"
+
+
+def build_engines(settings: Settings, shared: Shared) -> list[Built]:
+    """Build every requested engine; an unavailable or failing one is skipped with a message."""
+    built = []
+    for name in settings.engines:
+        spec = ENGINES[name]
+        start = time.perf_counter()
+        try:
+            model = spec.build(shared)
+            work = spec.work(shared)
+        except EngineUnavailable as exc:
+            print(f"  skipping {name}: {exc}")
+            continue
+        except Exception as exc:  # a peer that cannot be built must not stop the others
+            print(f"  skipping {name}: building it failed: {type(exc).__name__}: {exc}")
+            continue
+        seconds = time.perf_counter() - start
+        details = model.details() if hasattr(model, "details") else {}
+        built.append(Built(name, model, work, seconds, details))
+        print(f"  {name:9} ready in {seconds:5.1f} s  ({spec.description})", flush=True)
+    return built
+
+
+def _rotated(items: list[Any], by: int) -> list[Any]:
+    k = by % len(items)
+    return items[k:] + items[:k]
+
+
+def measure(built: list[Built], settings: Settings, threads: Threads,
+            prompt: list[int]) -> dict[tuple[str, int], Slot]:
+    """The warm-up round, then ``settings.rounds`` rotated rounds; per-slot values."""
+    by_name = {b.name: b for b in built}
+    slots = [Slot(b.name, t) for t in settings.threads for b in built]
+    failed: set[str] = set()
+    print(f"warm-up round (untimed, {max(settings.threads)} threads)", flush=True)
+    with threads.limit(max(settings.threads)):
+        for b in built:
+            _guarded(b.name, failed, lambda b=b: run_slot(
+                b.model, None, prompt, settings, min(settings.decode_tokens, WARMUP_TOKENS)))
+    for r in range(settings.rounds):
+        start = time.perf_counter()
+        for slot in _rotated(slots, r):
+            if slot.engine in failed:
+                continue
+            with threads.limit(slot.threads):
+                _guarded(slot.engine, failed, lambda s=slot: run_slot(
+                    by_name[s.engine].model, s, prompt, settings, settings.decode_tokens))
+        load = os.getloadavg()[0]
+        print(f"round {r + 1}/{settings.rounds}: {time.perf_counter() - start:6.1f} s"
+              f"  (load {load:.2f})", flush=True)
+    return {(s.engine, s.threads): s for s in slots
+            if s.engine not in failed and len(s.values.get(DECODE, ())) == settings.rounds}
+
+
+def _guarded(name: str, failed: set[str], action: Any) -> None:
+    """Run ``action``; an engine that raises is reported once and dropped from the run."""
+    try:
+        action()
+    except Exception as exc:
+        print(f"  dropping {name}: it failed while running: {type(exc).__name__}: {exc}")
+        failed.add(name)
+
+
+# --------------------------------------------------------------------------
+# statistics and records
+
+
+def head_to_head(reference: list[float], other: list[float], ref_name: str,
+                 other_name: str) -> dict[str, Any]:
+    """Exact one-sided sign tests both ways over paired rounds, and the verdict at ALPHA."""
+    ref_faster = stats.sign_test(reference, other)
+    other_faster = stats.sign_test(other, reference)
+    if ref_faster.p_value <= ALPHA:
+        verdict = f"{ref_name} faster"
+    elif other_faster.p_value <= ALPHA:
+        verdict = f"{other_name} faster"
+    else:
+        verdict = "no difference shown"
+    return {
+        "reference": ref_name,
+        "reference_faster": ref_faster.as_dict(),
+        "other_faster": other_faster.as_dict(),
+        "alpha": ALPHA,
+        "verdict": verdict,
+    }
+
+
+def _throughput(metric: str, median_ms: float, work: Work, shared: Shared,
+                decode_past: int) -> dict[str, float]:
+    """Achieved GB/s (decode) or GFLOP/s (prefill) at the median."""
+    if median_ms <= 0:
+        return {}
+    if metric == DECODE:
+        return {"gb_per_s": work.decode_bytes(decode_past) / (median_ms * 1e-3) / 1e9}
+    length = int(metric.rsplit("@", 1)[1])
+    flops = prefill_flops(shared.config, length)
+    return {"gflop_per_s": flops / (median_ms * 1e-3 * length) / 1e9,
+            "flops_per_token": flops / length}
+
+
+def summarize_slots(slots: dict[tuple[str, int], Slot], built: list[Built], shared: Shared,
+                    settings: Settings, history: list[dict[str, Any]],
+                    model_id: str) -> list[dict[str, Any]]:
+    """One measurement dict per engine × threads × metric (stats, sign test, control)."""
+    machine_id = results.machine_facts()["id"]
+    by_name = {b.name: b for b in built}
+    out = []
+    for (engine, threads), slot in slots.items():
+        ref = slots.get((REFERENCE_ENGINE, threads))
+        for metric in settings.metrics:
+            values = slot.values[metric]
+            summary = stats.summarize(values)
+            m: dict[str, Any] = {
+                "engine": engine, "metric": metric, "threads": threads, "unit": "ms/token",
+                "median": summary["median"], "min": summary["minimum"], "n": len(values),
+                "spread": summary, "values": values,
+                "prompt_tokens": (settings.prompt_tokens[0] if metric == DECODE
+                                  else int(metric.rsplit("@", 1)[1])),
+            }
+            m |= _throughput(metric, summary["median"], by_name[engine].work, shared,
+                             settings.prompt_tokens[0])
+            if ref is not None and engine != REFERENCE_ENGINE:
+                m["sign_test"] = head_to_head(ref.values[metric], values, REFERENCE_ENGINE,
+                                              engine)
+            past = results.history_medians(history, engine=engine, metric=metric,
+                                           threads=threads, machine_id=machine_id)
+            m["control"] = stats.control_check(summary["median"], past).as_dict()
+            m["model_id"] = model_id
+            out.append(m)
+    return out
+
+
+def agreement(slots: dict[tuple[str, int], Slot]) -> dict[str, dict[str, Any]]:
+    """How many leading greedy tokens each engine shares with the reference engine.
+
+    The reference is the interpreter (the graph's meaning) when it ran, else c-phase3.
+    """
+    engines = {e: s.tokens for (e, _), s in slots.items()}
+    ref_name = next((e for e in ("interp", REFERENCE_ENGINE) if e in engines), None)
+    if ref_name is None:
+        return {}
+    ref = engines[ref_name]
+    out = {}
+    for engine, tokens in engines.items():
+        same = next((i for i, (a, b) in enumerate(zip(tokens, ref, strict=False)) if a != b),
+                    min(len(tokens), len(ref)))
+        out[engine] = {"reference": ref_name, "leading_equal": same, "of": len(ref)}
+    return out
+
+
+def write_records(measurements: list[dict[str, Any]], built: list[Built], settings: Settings,
+                  context: dict[str, Any], threads: Threads) -> int:
+    """Append one record per measurement; returns how many."""
+    by_name = {b.name: b for b in built}
+    for m in measurements:
+        b = by_name[m["engine"]]
+        payload = context | {
+            "engine": {"name": b.name, "description": ENGINES[b.name].description,
+                       "build_seconds": b.build_seconds, **b.details},
+            "work": b.work.as_dict(settings.prompt_tokens[0])
+            | {"own_ir": ENGINES[b.name].work_is_own},
+            "agreement": context["agreement"].get(b.name),
+            "measurements": [m],
+        }
+        with threads.limit(m["threads"]):  # so the record's BLAS pools show this count
+            record = results.make_record("run", payload, threads=m["threads"])
+        results.append_record(record, settings.results_path)
+    return len(measurements)
+
+
+# --------------------------------------------------------------------------
+# printing
+
+
+def _ms(x: float) -> str:
+    return f"{x:9.1f}" if x >= 10 else f"{x:9.3f}"
+
+
+def format_tables(measurements: list[dict[str, Any]], built: list[Built],
+                  settings: Settings, agree: dict[str, dict[str, Any]]) -> str:
+    """The times table, the work table and the sign-test verdicts."""
+    index = {(m["engine"], m["threads"], m["metric"]): m for m in measurements}
+    keys = sorted({(m["engine"], m["threads"]) for m in measurements},
+                  key=lambda k: (ENGINE_NAMES.index(k[0]), k[1]))
+    heads = "".join(f" | {metric.replace('_ms_per_token', ''):>26}" for metric in settings.metrics)
+    lines = [f"ms/token: median  minimum  relative IQR; {settings.rounds} rounds",
+             f"{'engine':9} {'thr':>3}{heads}"]
+    for engine, t in keys:
+        cells = "".join(
+            f" | {_ms(m['median'])} {_ms(m['min'])} {100 * m['spread']['rel_iqr']:5.1f}%"
+            for m in (index[(engine, t, metric)] for metric in settings.metrics))
+        flag = " CONTROL" if any(index[(engine, t, metric)]["control"]["flagged"]
+                                 for metric in settings.metrics) else ""
+        lines.append(f"{engine:9} {t:>3}{cells}{flag}")
+    lines += ["", _work_table(index, keys, built, settings, agree), "",
+              f"sign tests vs {REFERENCE_ENGINE} at the same threads (exact, one-sided, "
+              f"paired rounds; a verdict needs p <= {ALPHA}):"]
+    for engine, t in keys:
+        cells = [_verdict(engine, metric, index[(engine, t, metric)].get("sign_test"))
+                 for metric in settings.metrics]
+        if any(cells):
+            lines.append(f"  {engine:9} {t} thr  " + " | ".join(cells))
+    return "\n".join(lines)
+
+
+def _verdict(engine: str, metric: str, test: dict[str, Any] | None) -> str:
+    """``decode: c-phase3 faster 5/5 p=0.031`` or ``decode: no difference (numpy 3/5
+    p=0.500)``: the side with the smaller p, its winning rounds and p."""
+    if test is None:
+        return ""
+    name = metric.replace("_ms_per_token", "")
+    ref, other = test["reference_faster"], test["other_faster"]
+    side, winner = (test["reference"], ref) if ref["p_value"] <= other["p_value"] else (
+        engine, other)
+    counts = f"{winner['wins']}/{winner['n']} p={winner['p_value']:.3f}"
+    if winner["p_value"] > ALPHA:
+        return f"{name}: no difference ({side} {counts})"
+    return f"{name}: {side} faster {counts}"
+
+
+def _work_table(index: dict[tuple[str, int, str], dict[str, Any]], keys: list[tuple[str, int]],
+                built: list[Built], settings: Settings, agree: dict[str, dict[str, Any]]) -> str:
+    by_name = {b.name: b for b in built}
+    long = prefill_metric(settings.prompt_tokens[-1])
+    past = settings.prompt_tokens[0]
+    lines = [f"work (IR, decode at past = {past}; * = the fused program's bytes, the engine "
+             "has no IR)",
+             f"{'engine':9} {'thr':>3} {'MB/step':>9} {'launches':>8} {'decode GB/s':>11} "
+             f"{'GFLOP/s@' + str(settings.prompt_tokens[-1]):>13} {'tokens agree':>13}"]
+    for engine, t in keys:
+        b = by_name[engine]
+        own = ENGINES[engine].work_is_own
+        mb = f"{b.work.decode_bytes(past) / 1e6:8.1f}{' ' if own else '*'}"
+        launches = f"{b.work.launches:8d}" if own else f"{'-':>8}"
+        a = agree.get(engine)
+        agree_text = f"{a['leading_equal']}/{a['of']} {a['reference']}" if a else "-"
+        lines.append(f"{engine:9} {t:>3} {mb} {launches} "
+                     f"{index[(engine, t, DECODE)].get('gb_per_s', 0):11.2f} "
+                     f"{index[(engine, t, long)].get('gflop_per_s', 0):13.2f} {agree_text:>13}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# the command
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engines", default=",".join(ENGINE_NAMES),
+                        help="comma-separated engines (default: %(default)s)")
+    parser.add_argument("--threads", default=",".join(map(str, sorted({1, os.cpu_count() or 1}))),
+                        help="comma-separated thread counts (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help=f"timed rounds after the warm-up (default {DEFAULT_ROUNDS}; "
+                        f"smoke {SMOKE['rounds']})")
+    parser.add_argument("--prompt-tokens", default=None,
+                        help="comma-separated prefill prompt lengths; the smallest is also the "
+                        "decode prompt (default 16,128; smoke 4,8)")
+    parser.add_argument("--decode-tokens", type=int, default=None,
+                        help=f"tokens generated per decode run (default {DEFAULT_DECODE}; "
+                        f"smoke {SMOKE['decode_tokens']})")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny synthetic model, 2 rounds, a few tokens (seconds)")
+    parser.add_argument("--model", default=None,
+                        help="snapshot directory (default: the full-size synthetic model)")
+    parser.add_argument("--results", default=str(results.RESULTS_PATH),
+                        help="results file to append to (default: %(default)s)")
+    parser.add_argument("--no-record", action="store_true", help="print only, append nothing")
+
+
+@command("run", help="time decode and prefill of every engine (alternating rounds)",
+         arguments=_arguments)
+def run_command(args: argparse.Namespace) -> int:
+    """Build the engines, measure, print the tables and append the records."""
+    settings = settings_from(args)
+    threads = Threads(strict=not settings.smoke)
+    load_start = list(os.getloadavg())
+    with tempfile.TemporaryDirectory(prefix="nanocompile-bench-") as scratch:
+        directory, label = resolve_model(settings, Path(scratch))
+        from nanocompile.checkpoint.snapshot import Snapshot
+
+        shared = Shared(Snapshot.open(directory))
+        model = model_facts(shared.snapshot, label)
+        print(f"model: {label} ({directory}); {model['parameters']:,} parameters; "
+              f"load {load_start[0]:.2f}", flush=True)
+        built = build_engines(settings, shared)
+        if not built:
+            raise BenchError("no engine could be built")
+        prompt = prompt_ids(shared.config, settings.prompt_tokens[-1])
+        slots = measure(built, settings, threads, prompt)
+    if not slots:
+        raise BenchError("every engine failed while running")
+    built = [b for b in built if any(e == b.name for e, _ in slots)]
+    history = [r for r in results.load_records(settings.results_path, kind="run")
+               if r.get("payload", {}).get("model", {}).get("id") == model["id"]]
+    measurements = summarize_slots(slots, built, shared, settings, history, model["id"])
+    agree = agreement(slots)
+    load_end = list(os.getloadavg())
+    print()
+    print(format_tables(measurements, built, settings, agree))
+    print(f"\nload average: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end "
+          f"({os.cpu_count()} CPUs); BLAS threads "
+          f"{'set by threadpoolctl' if threads.controlled else 'NOT controlled'}")
+    if settings.record:
+        context = {"run_id": uuid.uuid4().hex[:12], "model": model,
+                   "settings": settings.as_dict(), "agreement": agree,
+                   "loadavg_start": load_start, "loadavg_end": load_end,
+                   "blas_threads_controlled": threads.controlled}
+        n = write_records(measurements, built, settings, context, threads)
+        print(f"appended {n} records to {settings.results_path}")
+    return 0

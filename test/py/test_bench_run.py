@@ -1,0 +1,251 @@
+"""``python -m bench run`` and ``python -m bench plot``: the smoke benchmark end to end.
+
+The smoke run (tiny synthetic model, 2 rounds, a few tokens, every engine) is
+what issue 7 asks the suite to run. Nothing here asserts a speed: the tests
+check the protocol — every slot measured every round, medians and minima of
+those values, a sign test against c-phase3 for every head-to-head, the
+control reading the history, records with machine, versions, threads and git
+commit appended to the given file — and that every engine generated the same
+greedy tokens (an engine that computes nothing cannot look fast).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import bench  # noqa: E402
+from bench import engines, probe, results, stats  # noqa: E402
+from bench.engines import ENGINE_NAMES, REFERENCE_ENGINE  # noqa: E402
+from bench.run import DECODE, prefill_metric  # noqa: E402
+from nanocompile.checkpoint.config import Qwen2Config  # noqa: E402
+from nanocompile.checkpoint.synth import synthetic_config  # noqa: E402
+
+SMOKE_METRICS = [DECODE, prefill_metric(4), prefill_metric(8)]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One smoke run over every engine at 1 and 2 threads: (results file, stdout)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    path = tmp_path_factory.mktemp("bench") / "results.jsonl"
+    capture = tmp_path_factory.mktemp("out") / "stdout.txt"
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = bench.main(["run", "--smoke", "--threads", "1,2", "--results", str(path)])
+    capture.write_text(out.getvalue())
+    assert code == 0, out.getvalue()
+    return path, out.getvalue()
+
+
+def _measurements(path: Path) -> list[tuple[dict, dict]]:
+    return list(results.iter_measurements(results.load_records(path, kind="run")))
+
+
+def test_smoke_records_one_per_engine_thread_metric(smoke: tuple[Path, str]) -> None:
+    path, _ = smoke
+    found = _measurements(path)
+    keys = [(m["engine"], m["threads"], m["metric"]) for _, m in found]
+    expected = {(e, t, metric) for e in ENGINE_NAMES for t in (1, 2) for metric in SMOKE_METRICS}
+    assert sorted(keys) == sorted(expected)  # each exactly once
+    for record, m in found:
+        assert record["schema"] == results.SCHEMA_VERSION
+        assert record["git"]["commit"]
+        assert record["machine"]["id"]
+        assert record["versions"]["numpy"]
+        assert record["versions"]["gcc"]
+        assert record["threads"]["requested"] == m["threads"]
+        assert len(record["payload"]["measurements"]) == 1
+        assert record["payload"]["settings"]["smoke"] is True
+        assert record["payload"]["settings"]["rounds"] == 2
+        assert record["payload"]["model"]["layers"] == 2
+
+
+def test_smoke_statistics_are_those_of_the_recorded_rounds(smoke: tuple[Path, str]) -> None:
+    for _, m in _measurements(smoke[0]):
+        values = m["values"]
+        assert len(values) == m["n"] == 2
+        assert all(v > 0 for v in values)
+        assert m["median"] == stats.median(values)
+        assert m["min"] == min(values)
+        assert m["spread"] == stats.summarize(values)
+        assert m["prompt_tokens"] == (4 if m["metric"] in (DECODE, prefill_metric(4)) else 8)
+
+
+def test_blas_threads_recorded_as_requested(smoke: tuple[Path, str]) -> None:
+    pytest.importorskip("threadpoolctl")
+    for record, m in _measurements(smoke[0]):
+        pools = record["threads"]["blas"]
+        assert pools, "threadpoolctl found no BLAS"
+        assert all(p["num_threads"] == m["threads"] for p in pools if p["user_api"] == "blas")
+
+
+def test_smoke_sign_tests_against_the_fused_engine(smoke: tuple[Path, str]) -> None:
+    found = _measurements(smoke[0])
+    by_key = {(m["engine"], m["threads"], m["metric"]): m for _, m in found}
+    for (engine, threads, metric), m in by_key.items():
+        if engine == REFERENCE_ENGINE:
+            assert "sign_test" not in m
+            continue
+        ref = by_key[(REFERENCE_ENGINE, threads, metric)]
+        test = m["sign_test"]
+        expected = stats.sign_test(ref["values"], m["values"])
+        assert test["reference_faster"] == expected.as_dict()
+        assert test["other_faster"] == stats.sign_test(m["values"], ref["values"]).as_dict()
+        assert test["verdict"] == "no difference shown"  # 2 rounds: p >= 1/4, never a verdict
+
+
+def test_every_engine_generated_the_interpreters_tokens(smoke: tuple[Path, str]) -> None:
+    for record, m in _measurements(smoke[0]):
+        agree = record["payload"]["agreement"]
+        assert agree["reference"] == "interp"
+        assert agree["leading_equal"] == agree["of"] == 4, m["engine"]
+
+
+def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
+    out = smoke[1]
+    assert "warm-up round (untimed" in out
+    assert "round 2/2" in out
+    for name in ENGINE_NAMES:
+        assert f"\n{name:9}   1 |" in out
+        assert f"\n{name:9}   2 |" in out
+    assert "sign tests vs c-phase3" in out
+    assert "load average:" in out
+    assert "appended 30 records" in out
+
+
+def test_work_counters_are_the_irs(smoke: tuple[Path, str]) -> None:
+    """Launches and bytes are the loop IR's; c-phase3 launches fewer kernels than phase 2."""
+    work = {r["payload"]["engine"]["name"]: r["payload"]["work"]
+            for r, _ in _measurements(smoke[0])}
+    assert work["c-phase2"]["program"] == work["interp"]["program"] == "unfused"
+    assert work["c-phase3"]["program"] == "fused"
+    assert work["c-phase3"]["launches_per_step"] < work["c-phase2"]["launches_per_step"]
+    assert work["c-phase3"]["decode_bytes_per_step"] <= work["c-phase2"]["decode_bytes_per_step"]
+    assert work["torch"]["own_ir"] is False
+    assert work["c-phase3"]["own_ir"] is True
+    for _, m in _measurements(smoke[0]):
+        key = "gb_per_s" if m["metric"] == DECODE else "gflop_per_s"
+        assert m[key] > 0
+
+
+def test_control_reads_the_engines_own_history(smoke: tuple[Path, str],
+                                               tmp_path: Path) -> None:
+    """A second run on the same model sees the first run's medians as history."""
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(smoke[0].read_bytes())
+    code = bench.main(["run", "--smoke", "--engines", "numpy", "--threads", "1", "--rounds", "1",
+                       "--decode-tokens", "2", "--results", str(path)])
+    assert code == 0
+    latest = _measurements(path)[-3:]
+    assert [m["engine"] for _, m in latest] == ["numpy"] * 3
+    first_run = {m["metric"]: m["median"] for _, m in _measurements(smoke[0])
+                 if m["engine"] == "numpy" and m["threads"] == 1}
+    for _, m in latest:
+        assert m["control"]["history"] == 1
+        assert m["control"]["best"] == first_run[m["metric"]]
+
+
+def test_unavailable_engine_is_skipped_with_a_message(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    real = engines.importlib.util.find_spec
+
+    def no_torch(name: str, *args: object):  # type: ignore[no-untyped-def]
+        return None if name == "torch" else real(name, *args)
+
+    monkeypatch.setattr(engines.importlib.util, "find_spec", no_torch)
+    path = tmp_path / "r.jsonl"
+    code = bench.main(["run", "--smoke", "--engines", "torch,numpy", "--threads", "1",
+                       "--rounds", "1", "--decode-tokens", "2", "--results", str(path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "skipping torch: torch not installed" in out
+    assert {m["engine"] for _, m in _measurements(path)} == {"numpy"}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--engines", "llama"], "unknown engine llama"),
+    (["--threads", "0"], "--threads wants integers in 1..256"),
+    (["--threads", "x"], "--threads wants comma-separated integers"),
+    (["--decode-tokens", "1"], "--decode-tokens must be in 2..4096"),
+    (["--rounds", "0"], "--rounds must be in 1..1000"),
+    (["--prompt-tokens", "0,8"], "--prompt-tokens wants integers in 1..4096"),
+    (["--model", "/nonexistent/dir"], "not a directory"),
+])
+def test_user_errors_are_one_line(argv: list[str], message: str,
+                                  capsys: pytest.CaptureFixture) -> None:
+    extra = [] if "--model" in argv else ["--smoke"]
+    assert bench.main(["run", *extra, *argv, "--no-record"]) == 1
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1
+    assert err.startswith("bench run: error:")
+
+
+def test_prefill_flops_equal_the_probes_count() -> None:
+    """The config-derived FLOPs agree with bench.probe's Qwen2.5-0.5B constants."""
+    cfg = Qwen2Config.from_dict(synthetic_config(tiny=False))
+    for seq in (1, 16, 128):
+        assert engines.prefill_flops(cfg, seq) == probe.prefill_flops_per_token(seq) * seq
+
+
+# ---- the plot --------------------------------------------------------------------
+
+
+def _as_full_run(smoke_path: Path, out: Path, *, with_probe: bool) -> None:
+    """The smoke records relabelled as a non-smoke run (plot skips smoke runs), plus
+    a probe record with round numbers."""
+    lines = []
+    for line in smoke_path.read_text().splitlines():
+        record = json.loads(line)
+        record["payload"]["settings"]["smoke"] = False
+        lines.append(json.dumps(record))
+    if with_probe:
+        limits = {"bandwidth_gbs": {"1": 10.0, "2": 12.0},
+                  "peak_gops": {"mul_add_f32x8": {"1": 50.0, "2": 100.0},
+                                "fma_f32x16": {"1": 200.0, "2": 400.0}}}
+        lines.append(json.dumps(results.make_record("probe", {"machine_limits": limits})))
+    out.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("with_probe", [True, False])
+def test_plot_writes_a_png(smoke: tuple[Path, str], tmp_path: Path, with_probe: bool,
+                           capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "results.jsonl"
+    _as_full_run(smoke[0], path, with_probe=with_probe)
+    png = tmp_path / "plot.png"
+    assert bench.main(["plot", "--results", str(path), "--out", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = capsys.readouterr().out
+    assert ("read bandwidth 10.0 GB/s @ 1 thr" in out) == with_probe
+    assert ("roofline omitted" in out) != with_probe
+
+
+def test_plot_rooflines_from_the_probe() -> None:
+    from bench.plot import rooflines
+
+    probe_record = {"payload": {"machine_limits": {
+        "bandwidth_gbs": {"1": 10.0}, "peak_gops": {"mul_add_f32x8": {"1": 50.0}}}}}
+    lines = rooflines(probe_record, {"f32_weight_bytes": 2e9}, {prefill_metric(128): 1e9})
+    assert lines[DECODE] == {"f32 weights / bandwidth": {"1": 200.0}}  # 2 GB / 10 GB/s
+    assert lines[prefill_metric(128)] == {"FLOPs / mul_add_f32x8": {"1": 20.0}}  # 1 GFLOP / 50
+    assert rooflines(None, {"f32_weight_bytes": 2e9}, {}) == {}
+
+
+def test_plot_without_runs_is_a_one_line_error(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("matplotlib")
+    assert bench.main(["plot", "--results", str(tmp_path / "none.jsonl")]) == 1
+    assert "no benchmark run recorded yet" in capsys.readouterr().err
