@@ -27,9 +27,9 @@ of those, at every case and binding (``Case.run_all``):
   programs choose alike, which is asserted as observed, and explicitly at
   the two-NaN positions by ``test_commutative_two_nans``; a change in gcc's
   code generation could break that without a bug. The one real exception
-  found is a bug (the sign of a NaN when gcc folds a negation into a
-  neighbouring operation of the same kernel): see ``FUSED_NAN_SIGN`` and
-  ``test_fused_negation_keeps_nan_sign``.
+  found was a bug, now fixed (gcc folded a negation into a neighbouring
+  operation of the same fused kernel, dropping a NaN's sign; the C target now
+  flips the sign bit): ``test_fused_negation_keeps_nan_sign``.
 
 What is claimed, and why (spec §3):
 
@@ -107,13 +107,10 @@ def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 PIPELINES = ("unfused", "fused")  # compile_program(fuse=False) and (fuse=True)
 
-# Outputs whose fused kernel applies a negation and an arithmetic op to the same
-# operand: gcc -O3 folds ``(-a) * (-a)`` into ``a * a`` there (a NaN result loses
-# the negation's sign bit), so the fused program differs from the unfused one and
-# from the interpreter in the sign of NaNs only. A bug, pinned by
-# ``test_fused_negation_keeps_nan_sign``; only these names are exempted, and only
-# in the sign bit of NaN results.
-FUSED_NAN_SIGN = frozenset({"drop_unit"})
+# Outputs exempted from bitwise fused == unfused in the sign of NaN results: none
+# since the C target negates by a sign-bit flip (gcc used to fold ``(-a) * (-a)``
+# into ``a * a`` in a fused kernel; ``test_fused_negation_keeps_nan_sign``).
+FUSED_NAN_SIGN: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -917,8 +914,7 @@ def test_movement_into_compute(movement: Case, index: int,
     kernel serves the reshapes a view cannot express (after permute, after
     broadcast); fused, the kernel reads through them with div/mod.
 
-    ``drop_unit`` (``-r * -r``) is the exception of ``FUSED_NAN_SIGN``: its
-    fused kernel may differ in the sign of a NaN (a known bug)."""
+    ``drop_unit`` (``-r * -r``) once differed in the sign of a NaN (fixed)."""
     a, b, past, seq = dims
     rng = rng_for("movement", index)
     inputs = {"x": random_f32(rng, (a, b, 4)), "row": random_f32(rng, (1, 4)),
@@ -1426,7 +1422,7 @@ def test_where_nan_constant_bits(nan_const: Case) -> None:
 
 
 # --------------------------------------------------------------------------
-# 10. known bugs (xfail, strict: the test starts passing when the bug is fixed)
+# 10. regression: a bug this suite found in fusion (fixed)
 # --------------------------------------------------------------------------
 
 
@@ -1455,8 +1451,8 @@ def negation_folds(kernel_cache: Path) -> Case:
 # results are unaffected (those rewrites are exact), so only NaN sign bits
 # differ, and with a single NaN operand, where the unfused program matches the
 # interpreter bit for bit.
-@pytest.mark.xfail(strict=True, reason="gcc folds a negation into the add/mul of the "
-                   "same fused kernel: a NaN result loses the negation's sign bit")
+# Fixed: the C target now negates by flipping the sign bit (nc_negf), which gcc
+# does not fold into the neighbouring add or mul.
 def test_fused_negation_keeps_nan_sign(negation_folds: Case) -> None:
     """``-x + y`` and ``-z * -z`` with x, z NaNs (y finite): the unfused program is
     the interpreter bit for bit (the negated NaN, quieted); the fused program

@@ -62,6 +62,15 @@ PRELUDE = """\
 static inline float nc_maxf(float a, float b) {
   return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
 }
+/* -x as a flip of the sign bit: gcc cannot fold it into a neighbouring add
+   or mul ((-a)+b -> b-a would change the sign of a NaN result) */
+static inline float nc_negf(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  u ^= 0x80000000u;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
 /* exact bf16 -> f32: the 16 bits become the high half */
 static inline float nc_bf16(uint16_t bits) {
   uint32_t u = (uint32_t)bits << 16;
@@ -256,7 +265,7 @@ class CEmitter:
         if type(op) in _BINARY:
             return f"{f[op.operands[0]]} {_BINARY[type(op)]} {f[op.operands[1]]}"
         if isinstance(op, arith.NegfOp):
-            return f"-({f[op.operands[0]]})"
+            return f"nc_negf({f[op.operands[0]]})"
         if isinstance(op, arith.CmpfOp):
             return f"{f[op.lhs]} {_CMPF[_predicate(op)]} {f[op.rhs]}"
         if isinstance(op, arith.CmpiOp):

@@ -6,7 +6,8 @@
 // RUN: nc-opt %s -t c > %t.1.c && nc-opt %s -t c > %t.2.c && cmp %t.1.c %t.2.c
 
 builtin.module {
-  // -(a + b): the negation applies to the sum, never to a alone
+  // -(a + b): the negation applies to the sum, never to a alone (a sign-bit
+  // flip, which gcc cannot fold into a neighbouring add or mul)
   loop.kernel @neg_sum(%0: !loop.ptr<f32>, %1: !loop.ptr<f32>, %2: !loop.ptr<f32>) syms ["seq"] access ["w", "r", "r"] footprints [#loop.fp<[seq], [1]>, #loop.fp<[seq], [1]>, #loop.fp<[seq], [1]>] {
     %n = loop.sym "seq"
     %c0 = arith.constant 0 : index
@@ -37,7 +38,7 @@ builtin.module {
 // CHECK-NEXT:     const float v3 = p1[i2];
 // CHECK-NEXT:     const float v4 = p2[i2];
 // CHECK-NEXT:     const float v5 = v3 + v4;
-// CHECK-NEXT:     const float v6 = -(v5);
+// CHECK-NEXT:     const float v6 = nc_negf(v5);
 // CHECK-NEXT:     const float v7 = (-0x1.99999a0000000p-4f);
 // CHECK-NEXT:     const float v8 = v6 * v7;
 // CHECK-NEXT:     p0[i2] = v8;
