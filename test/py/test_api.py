@@ -65,11 +65,21 @@ class Forcing:
 # the README example
 
 
-def readme_example() -> str:
-    text = DOCS.read_text(encoding="utf-8")
+README = DOCS.parents[1] / "README.md"
+
+
+def tested_block(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
     found = re.search(r"<!-- This block is run by .*?-->\n```python\n(.*?)```", text, re.S)
-    assert found, f"no tested python block in {DOCS}"
+    assert found, f"no tested python block in {path}"
     return found.group(1)
+
+
+def readme_example() -> str:
+    """The README's example; docs/usage.md carries the same block."""
+    block = tested_block(README)
+    assert tested_block(DOCS) == block, "README.md and docs/usage.md examples differ"
+    return block
 
 
 def test_readme_example(tiny_snapshot: Path, monkeypatch: pytest.MonkeyPatch,
