@@ -17,10 +17,16 @@ def _loop() -> Dialect:
     return Loop
 
 
+def _sched() -> Dialect:
+    from nanocompile.dialects.sched import Sched
+
+    return Sched
+
+
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     """nanocompile's own dialects and the xDSL ones it reuses."""
     from xdsl.dialects import get_all_dialects as xdsl_dialects
 
     reused = {name: factory for name, factory in xdsl_dialects().items()
               if name in ("builtin", "func", "arith", "math", "test")}
-    return {**reused, "graph": _graph, "loop": _loop}
+    return {**reused, "graph": _graph, "loop": _loop, "sched": _sched}
