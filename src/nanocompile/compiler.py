@@ -10,7 +10,9 @@ slow part of xDSL), verifies its result, and can be stopped after:
     program = compile_program(graph, weights)  # all of it, cached by gcc
 
 ``compile_program(..., fuse=False)`` is the phase-2 baseline: one kernel per
-primitive. Fused and unfused programs compute the same bits.
+primitive; ``schedule=True`` adds phase 4's default schedules (so far: the
+matmul kernels run on the persistent thread pool). Fused, unfused and
+scheduled programs compute the same bits.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from nanocompile.ir_checks import check_dominance
 from nanocompile.passes.lower_graph_to_loop import LowerGraphToLoopPass
 from nanocompile.targets.c import CEmitter
 
-STAGES = ("graph", "fused", "loop", "c")
+STAGES = ("graph", "fused", "loop", "scheduled", "c")
 GRAPH_PIPELINE = ("cse", "fold-constants", "dce", "fuse")
 
 
@@ -64,17 +66,47 @@ def lower_to_loop(graph: ModuleOp) -> ModuleOp:
     return module
 
 
+def schedule_loop(loop_module: ModuleOp) -> tuple[ModuleOp, list[str]]:
+    """A copy of ``loop_module`` with the default schedules applied (phase 4), and
+    why any kernel kept its unscheduled form. Schedules never change a result
+    bit; a kernel whose schedule fails a precondition falls back to serial."""
+    from nanocompile.dialects import loop
+    from nanocompile.passes.apply_schedule import apply_directives
+    from nanocompile.schedule.defaults import default_schedule
+    from nanocompile.schedule.primitives import ScheduleError
+
+    module = loop_module.clone()
+    fallbacks = []
+    for kernel in [op for op in module.ops if isinstance(op, loop.KernelOp)]:
+        schedule = default_schedule(kernel)
+        if schedule is None:
+            continue
+        try:
+            scheduled = apply_directives(kernel, schedule)
+        except ScheduleError as e:
+            fallbacks.append(str(e))
+            continue
+        module.body.block.insert_op_before(scheduled, kernel)
+        kernel.detach()
+        kernel.erase()
+    module.verify()
+    return module, fallbacks
+
+
 def emit_c(loop_module: ModuleOp) -> str:
     return CEmitter().emit_module(loop_module)
 
 
 def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
-                    fuse: bool = True, sanitize: bool | None = None,
+                    fuse: bool = True, schedule: bool = False, sanitize: bool | None = None,
                     times: CompileTimes | None = None) -> CompiledProgram:
-    """Optimize (unless ``fuse=False``), lower, emit, build (or find in the
-    cache) and load ``graph``."""
+    """Optimize (unless ``fuse=False``), lower, schedule (with ``schedule=True``:
+    the matmuls on the thread pool), emit, build (or find in the cache) and load
+    ``graph``."""
     t0 = time.perf_counter()
     loop_module = lower_to_loop(optimize_graph(graph) if fuse else graph)
+    if schedule:
+        loop_module, _ = schedule_loop(loop_module)
     t1 = time.perf_counter()
     program = CompiledProgram(loop_module, weights, sanitize=sanitize)
     t2 = time.perf_counter()

@@ -136,6 +136,24 @@ class CompiledProgram:
             bound[wname] = arr
         return bound
 
+    def set_threads(self, n: int) -> int:
+        """Threads of this library's pool (1..256; 0: the default). A program
+        without parallel loops has no pool and always runs on one thread."""
+        setter = getattr(self._lib, "nc_pool_set_threads", None)
+        if setter is None:
+            return 1
+        setter.argtypes = [ctypes.c_int32]
+        setter.restype = ctypes.c_int32
+        setter(n)
+        return self.threads()
+
+    def threads(self) -> int:
+        getter = getattr(self._lib, "nc_pool_threads", None)
+        if getter is None:
+            return 1
+        getter.restype = ctypes.c_int32
+        return int(getter())
+
     @property
     def launches(self) -> int:
         return len(self.program.launches())

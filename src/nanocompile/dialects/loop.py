@@ -419,6 +419,7 @@ class ForOp(IRDLOperation):
     inits = var_operand_def()
     loop_name = prop_def(StringAttr, prop_name="name")
     step = prop_def(IntAttr)
+    parallel = opt_prop_def(IntAttr)  # the grain, when iterations run on the thread pool
     res = var_result_def()
     body = region_def("single_block")
 
@@ -443,6 +444,9 @@ class ForOp(IRDLOperation):
         if self.step.data <= 0:
             raise VerifyException(f"loop.for \"{self.loop_name.data}\": step must be "
                                   f"positive, got {self.step.data}")
+        if self.parallel is not None and (self.inits or self.parallel.data < 1):
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": a parallel loop needs "
+                                  "a grain >= 1 and no loop-carried values")
         if len(block.args) != 1 + len(self.inits):
             raise VerifyException(f"loop.for \"{self.loop_name.data}\": body has "
                                   f"{len(block.args)} arguments, expected {1 + len(self.inits)}")
@@ -468,6 +472,8 @@ class ForOp(IRDLOperation):
         printer.print_operand(self.ub)
         if self.step.data != 1:
             printer.print_string(f" step {self.step.data}")
+        if self.parallel is not None:
+            printer.print_string(f" parallel {self.parallel.data}")
         if self.inits:
             printer.print_string(" iter(")
             pairs = list(zip(self.iter_args, self.inits, strict=True))
@@ -494,6 +500,9 @@ class ForOp(IRDLOperation):
         step = 1
         if parser.parse_optional_keyword("step") is not None:
             step = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        grain = None
+        if parser.parse_optional_keyword("parallel") is not None:
+            grain = parser.parse_integer(allow_boolean=False, allow_negative=False)
         carried: list[tuple[object, object]] = []
         if parser.parse_optional_keyword("iter") is not None:
             def pair() -> tuple[object, object]:
@@ -513,6 +522,8 @@ class ForOp(IRDLOperation):
         region = parser.parse_region(args)
         block = region.detach_block(0)
         op = cls(name, lb, ub, block, inits, step)
+        if grain is not None:
+            op.properties["parallel"] = IntAttr(grain)
         if attrs is not None:
             op.attributes |= attrs.data
         return op

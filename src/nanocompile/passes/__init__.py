@@ -39,7 +39,13 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return DeadCodeElimination
 
+    def apply_schedule() -> type[ModulePass]:
+        from nanocompile.passes.apply_schedule import ApplySchedulePass
+
+        return ApplySchedulePass
+
     return {
+        "apply-schedule": apply_schedule,
         "cse": cse,
         "dce": dce,
         "fold-constants": fold_constants,

@@ -146,6 +146,11 @@ class _Function:
     names: dict[SSAValue, str]
     lines: list[str]
     counter: int = 0
+    kernel: str = ""
+    types: dict[SSAValue, str] | None = None  # C declarations of the kernel's parameters
+    tasks: list[str] | None = None  # outlined parallel loop bodies, printed before the kernel
+    in_task: bool = False  # a failed check records its code in the task's context
+    symbols: tuple[str, ...] = ()  # the kernel's size-symbol parameters
 
     def fresh(self, value: SSAValue, prefix: str = "v") -> str:
         name = f"{prefix}{self.counter}"
@@ -162,6 +167,10 @@ class CEmitter:
 
     def emit_module(self, module: ModuleOp) -> str:
         parts = [PRELUDE]
+        if any(isinstance(op, loop.ForOp) and op.parallel is not None for op in module.walk()):
+            from nanocompile.backend.pool import POOL_C
+
+            parts.append(POOL_C)
         for op in module.ops:
             if isinstance(op, loop.KernelOp):
                 parts.append(self.emit_kernel(op))
@@ -173,13 +182,15 @@ class CEmitter:
 
     # -- kernels --------------------------------------------------------------
     def emit_kernel(self, kernel: loop.KernelOp) -> str:
-        f = _Function({}, [])
+        f = _Function({}, [], kernel=kernel_c_name(kernel.sym_name.data), types={}, tasks=[],
+                      symbols=kernel.symbols)
         params = []
         for i, (arg, mode) in enumerate(zip(kernel.args, kernel.modes, strict=True)):
             assert isinstance(arg.type, loop.PtrType)
             ctype = C_TYPES[arg.type.dtype.data]
             qual = "" if mode == "w" else "const "
             f.names[arg] = f"p{i}"
+            f.types[arg] = f"{qual}{ctype} *restrict"  # type: ignore[index]
             params.append(f"{qual}{ctype} *restrict p{i}")
         params += [f"const int64_t {s}" for s in kernel.symbols]
         f.lines.append(f"static __attribute__((noinline)) int32_t "
@@ -189,7 +200,7 @@ class CEmitter:
             self._emit_op(op, f, 1)
         f.lines.append("  return 0;")
         f.lines.append("}")
-        return "\n".join(f.lines) + "\n"
+        return "".join(f.tasks or []) + "\n".join(f.lines) + "\n"
 
     def _emit_op(self, op: Operation, f: _Function, depth: int) -> None:
         pad = "  " * depth
@@ -204,7 +215,9 @@ class CEmitter:
             f.lines.append(f"{pad}{f[op.ptr]}[{idx}] = {f[op.value]};")
             return
         if isinstance(op, loop.CheckOp):
-            f.lines.append(f"{pad}if (!{f[op.cond]}) return {op.code.data};")
+            fail = (f"{{ __atomic_store_n(&ctx->rc, {op.code.data}, __ATOMIC_RELAXED); return; }}"
+                    if f.in_task else f"return {op.code.data};")
+            f.lines.append(f"{pad}if (!{f[op.cond]}) {fail}")
             return
         if isinstance(op, loop.YieldOp):
             return  # handled by the enclosing loop
@@ -213,8 +226,46 @@ class CEmitter:
         name = f.fresh(result)
         f.lines.append(f"{pad}const {c_type(result.type)} {name} = {expr};")
 
+    def _emit_parallel(self, op: loop.ForOp, f: _Function, depth: int) -> None:
+        """Outline the body into a task run by ``nc_parallel_for`` over contiguous
+        chunks; the values it uses from outside travel in a context struct."""
+        pad = "  " * depth
+        n = len(f.tasks or [])
+        task, struct = f"{f.kernel}_task{n}", f"{f.kernel}_ctx{n}"
+        free = _free_values(op)
+        fields = [(f[v], _c_decl(v, f)) for v in free]
+        fields += [(sym, "int64_t") for sym in f.symbols]  # symbolic strides name them
+        head = [f"struct {struct} {{"] + [f"  {decl} {name};" for name, decl in fields]
+        head += ["  int32_t rc;", "};", "",
+                 f"static void {task}(void *ctx_, int64_t b_, int64_t e_) {{",
+                 f"  struct {struct} *ctx = ctx_;"]
+        local = {name: (f.types or {}).get(v, decl) for (name, decl), v in
+                 zip(fields, [*free, *([None] * len(f.symbols))], strict=True)}
+        head += [f"  const {decl} {name} = ctx->{name};" if decl == "int64_t" else
+                 f"  {local[name]} {name} = ctx->{name};" for name, decl in fields]
+        head += [f"  (void){sym};" for sym in f.symbols]
+        body = _Function(f.names, [], f.counter, f.kernel, f.types, f.tasks, in_task=True,
+                         symbols=f.symbols)
+        iv = body.fresh(op.iv, "i")
+        body.lines.append(f"  for (int64_t {iv} = {f[op.lb]} + b_; {iv} < {f[op.lb]} + e_; "
+                          f"++{iv}) {{  /* {op.loop_name.data} (parallel) */")
+        for inner in op.body.block.ops:
+            self._emit_op(inner, body, 2)
+        body.lines.append("  }")
+        f.counter = body.counter
+        assert f.tasks is not None
+        f.tasks.append("\n".join([*head, *body.lines, "}", ""]) + "\n")
+        init = ", ".join(f".{name} = {name}" for name, _ in fields)
+        f.lines.append(f"{pad}struct {struct} ctx{n} = {{{init}{', ' if init else ''}.rc = 0}};")
+        f.lines.append(f"{pad}nc_parallel_for({f[op.ub]} - {f[op.lb]}, {op.parallel.data}, "
+                       f"{task}, &ctx{n});")
+        f.lines.append(f"{pad}if (ctx{n}.rc != 0) return ctx{n}.rc;")
+
     def _emit_for(self, op: loop.ForOp, f: _Function, depth: int) -> None:
         pad = "  " * depth
+        if op.parallel is not None:
+            self._emit_parallel(op, f, depth)
+            return
         carried = []
         for arg, init, res in zip(op.iter_args, op.inits, op.res, strict=True):
             name = f.fresh(res, "acc")
@@ -370,6 +421,31 @@ class CEmitter:
                 body.append(f"  ns[{index}] = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + "
                             "(t1.tv_nsec - t0.tv_nsec);")
         return body
+
+
+def _free_values(loop_op: loop.ForOp) -> list[SSAValue]:
+    """Values used inside ``loop_op`` but defined outside it (lower bound included)."""
+    inside: set[SSAValue] = set()
+    for op in loop_op.body.walk():
+        inside.update(op.results)
+        for region in op.regions:
+            for block in region.blocks:
+                inside.update(block.args)
+    inside.update(loop_op.body.block.args)
+    free: list[SSAValue] = []
+    for op in [*loop_op.body.walk()]:
+        for v in op.operands:
+            if v not in inside and v not in free:
+                free.append(v)
+    if loop_op.lb not in free:
+        free.append(loop_op.lb)
+    return free
+
+
+def _c_decl(value: SSAValue, f: _Function) -> str:
+    if f.types is not None and value in f.types:
+        return f.types[value].replace(" *restrict", " *")
+    return c_type(value.type)
 
 
 def _predicate(op: arith.CmpfOp | arith.CmpiOp) -> str:
