@@ -197,18 +197,20 @@ class RegionEmitter:
 
         return branch(0, Expr.const(0))
 
-    def _gather(self, op: g.GatherOp, idx: list[SSAValue]) -> SSAValue:
+    def check_ids(self, op: g.GatherOp, idx: list[SSAValue]) -> SSAValue:
+        """The id at ``idx`` as an index, after checking it names a table row."""
         kb = self.kb
-        n_ids = len(op.ids.type.dims)
-        ids_dtype = op.ids.type.dtype.data
-        raw = self.emit(op.ids, idx[:n_ids])
-        row = emit_cast(kb, raw, ids_dtype, "i64")
+        raw = self.emit(op.ids, idx)
+        row = emit_cast(kb, raw, op.ids.type.dtype.data, "i64")
         rows = kb.op(arith.IndexCastOp(kb.expr(op.table.type.dims[0]), loop.scalar_type("i64")))
         ok = kb.op(arith.AndIOp(kb.op(arith.CmpiOp(row, kb.const(0, "i64"), "sge")),
                                 kb.op(arith.CmpiOp(row, rows, "slt"))))
         kb.op_noresult(loop.CheckOp(ok, 1, "graph.gather: id out of range"))
-        row_idx = kb.op(arith.IndexCastOp(row, IndexType()))
-        return self.emit(op.table, [row_idx, *idx[n_ids:]])
+        return kb.op(arith.IndexCastOp(row, IndexType()))
+
+    def _gather(self, op: g.GatherOp, idx: list[SSAValue]) -> SSAValue:
+        n_ids = len(op.ids.type.dims)
+        return self.emit(op.table, [self.check_ids(op, idx[:n_ids]), *idx[n_ids:]])
 
     def _reduce(self, op: Operation, idx: list[SSAValue]) -> SSAValue:
         """The reduction at ``idx`` (its last index is the kept size-1 axis)."""
@@ -312,6 +314,11 @@ def build_fused(symbols: Sequence[str], spec: TensorSpec, layouts: Sequence[Layo
             em.matmuls(matmuls, idx)
         kb.op_noresult(loop.StoreOp(em.emit(root.value, idx), kb.ptr(0), idx, out_strides))
 
+    for op in fused.block.ops:  # every id is checked, even where no row element is read
+        if isinstance(op, g.GatherOp):
+            ids_dims = list(op.ids.type.dims)
+            kb.loop_nest(ids_dims, em.scoped(lambda ivs, op=op: em.check_ids(op, ivs)),
+                         names=[f"g{i}" for i in range(len(ids_dims))])
     if not shape:
         store_at([])
         return kb.finish(name)

@@ -173,9 +173,10 @@ def build_gather(ids_dtype: str) -> Callable[..., loop.KernelOp]:
         rows_read = Layout(ids.shape + table.shape[1:], table.offset,
                            tuple(Expr.const(1) for _ in ids.shape) + table.strides[1:])
         kb = _new(symbols, spec, [(spec.dtype, rows_read), (ids_dtype, ids)])
+        row_dims = list(spec.shape[n_ids:])
 
-        def body(ivs: list[SSAValue]) -> None:
-            raw = kb.load(2, ivs[:n_ids])
+        def body(ivs: list[SSAValue]) -> None:  # every id is checked, even for empty rows
+            raw = kb.load(2, ivs)
             idx = emit_cast(kb, raw, ids_dtype, "i64")
             ok_lo = kb.op(arith.CmpiOp(idx, kb.const(0, "i64"), "sge"))
             rows = kb.op(arith.IndexCastOp(kb.expr(table.shape[0]), loop.scalar_type("i64")))
@@ -183,9 +184,13 @@ def build_gather(ids_dtype: str) -> Callable[..., loop.KernelOp]:
             kb.op_noresult(loop.CheckOp(kb.op(arith.AndIOp(ok_lo, ok_hi)), 1,
                                         "graph.gather: id out of range"))
             row = kb.op(arith.IndexCastOp(idx, IndexType()))
-            kb.store(kb.load_at(1, [row, *ivs[n_ids:]], table.strides), 0, ivs)
 
-        kb.loop_nest(spec.shape, body)
+            def copy(cols: list[SSAValue]) -> None:
+                kb.store(kb.load_at(1, [row, *cols], table.strides), 0, [*ivs, *cols])
+
+            kb.loop_nest(row_dims, copy, names=[f"d{n_ids + i}" for i in range(len(row_dims))])
+
+        kb.loop_nest(list(ids.shape), body)
         return kb.finish("gather")
 
     return build

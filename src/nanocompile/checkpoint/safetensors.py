@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import mmap
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -132,6 +133,9 @@ def _parse_metadata(path: Path, raw: object) -> dict[str, str]:
     return dict(raw)
 
 
+MAX_DIM = 2**62  # no dimension, and no product of dimensions, reaches this (NumPy's limit)
+
+
 def _parse_entry(path: Path, name: str, entry: object, data_len: int) -> TensorInfo:
     where = f"tensor {name!r}"
     if not isinstance(entry, dict):
@@ -157,7 +161,9 @@ def _parse_entry(path: Path, name: str, entry: object, data_len: int) -> TensorI
             f"{where}: data_offsets [{begin}, {end}] lie outside the data section "
             f"({data_len} bytes; file truncated?)",
         )
-    expected = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype].itemsize
+    if any(d >= MAX_DIM for d in shape) or math.prod(d for d in shape if d) >= MAX_DIM:
+        raise _fail(path, f"{where}: shape {shape} is larger than any array can be")
+    expected = math.prod(shape) * DTYPES[dtype].itemsize  # exact: Python ints never wrap
     if end - begin != expected:
         raise _fail(
             path,
@@ -187,6 +193,8 @@ def parse_header(
         obj = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
     except (UnicodeDecodeError, ValueError) as exc:
         raise _fail(path, f"header is not valid UTF-8 JSON ({exc})") from None
+    except RecursionError:
+        raise _fail(path, "header JSON is nested too deeply") from None
     if not isinstance(obj, dict):
         raise _fail(path, f"header must be a JSON object, got {type(obj).__name__}")
     metadata = _parse_metadata(path, obj.pop(METADATA_KEY, {}))

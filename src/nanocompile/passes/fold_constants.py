@@ -1,10 +1,15 @@
 """``fold-constants``: evaluate primitives whose operands are all constants.
 
 A folded value is computed by the interpreter's own kernel for that
-primitive, so it is exactly what the node would have produced at run time
-(bitwise). Never folded: anything with a symbolic shape (its size is only
-known at run time), ``graph.dim`` of a symbolic expression, and results
-larger than ``max_elements`` (a constant is stored in the generated code).
+primitive. Only primitives whose result is exactly determined are folded
+(movement, integer arithmetic, and the correctly rounded f32 operations
+add, sub, mul, div, sqrt, reciprocal, comparisons, selects, casts, max):
+there the interpreter, the unfused kernels and the fused kernels all
+produce the same bits. ``exp``, ``sin``, ``cos`` (libm and NumPy differ in
+the last ulp), float ``reduce_sum`` and ``matmul`` (summation order) are
+never folded, nor is anything with a symbolic shape (its size is only known
+at run time), ``graph.dim`` of a symbolic expression, or a result larger than
+``max_elements`` (a constant is stored in the generated code).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class FoldConstant(RewritePattern):
         kernel = KERNELS.get(type(op))
         if kernel is None or not all(isinstance(v.owner, g.ConstOp) for v in op.operands):
             return
+        if not _exact(op):
+            return
         spec = op.results[0].type.spec
         if any(not d.is_const for d in spec.shape) or _props_symbolic(op):
             return
@@ -51,6 +58,16 @@ class FoldConstant(RewritePattern):
         folded = g.ConstOp(np.array(value, copy=True), spec.dtype)  # keeps 0-d
         folded.result.name_hint = op.results[0].name_hint
         rewriter.replace(op, folded)
+
+
+_INEXACT = (g.ExpOp, g.SinOp, g.CosOp, g.MatmulOp)
+
+
+def _exact(op: Operation) -> bool:
+    """Whether every backend computes this primitive to the same bits."""
+    if isinstance(op, _INEXACT):
+        return False
+    return not (isinstance(op, g.ReduceSumOp) and op.results[0].type.dtype.data == "f32")
 
 
 def _props_symbolic(op: Operation) -> bool:

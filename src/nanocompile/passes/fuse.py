@@ -253,7 +253,9 @@ def build_region(part: Partition, region: Region) -> tuple[list[SSAValue], Block
         op = work.pop()
         for v in op.operands:
             owner = v.owner
-            if isinstance(owner, Operation) and owner in part.inline and owner not in needed:
+            stored = owner in part.region_of and owner not in members  # another region's root
+            if (isinstance(owner, Operation) and owner in part.inline and not stored
+                    and owner not in needed):
                 needed.add(owner)
                 work.append(owner)
             elif owner not in needed and v not in externals:
