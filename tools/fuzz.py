@@ -6,8 +6,9 @@
     python tools/fuzz.py graphs      --count 1000  --seed 0 [--batch 8]
 
 Each campaign prints one JSON report (inputs tried, outcomes by kind, findings
-with what reproduces them, seconds) and exits 1 if it found anything that is
-not a known bug (``KNOWN_BUGS``; each has a strict-xfail regression test).
+with what reproduces them, seconds) and exits 1 if it found anything. A
+finding that looks like a bug found before names that bug's regression test
+(``REGRESSION_TESTS``).
 Input ``i`` of a campaign depends only on ``(seed, i)``: ``--replay I`` reruns
 just that input and prints it (for ``graphs``, ``--replay`` takes a graph seed
 and prints the graph).
@@ -75,15 +76,13 @@ class Report:
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
     findings: list[dict[str, Any]] = field(default_factory=list)
     bugs: collections.Counter[str] = field(default_factory=collections.Counter)
-    known: collections.Counter[str] = field(default_factory=collections.Counter)
     extra: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
-    def find(self, kind: str, known: bool = False, **details: Any) -> None:
-        counter = self.known if known else self.bugs
-        counter[kind] += 1
-        if counter[kind] <= PER_KIND and len(self.findings) < MAX_FINDINGS:
-            self.findings.append({"kind": kind, "known": known, **details})
+    def find(self, kind: str, regression_test: str | None = None, **details: Any) -> None:
+        self.bugs[kind] += 1
+        if self.bugs[kind] <= PER_KIND and len(self.findings) < MAX_FINDINGS:
+            self.findings.append({"kind": kind, "regression_test": regression_test, **details})
 
     @property
     def new_bugs(self) -> int:
@@ -92,7 +91,7 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign, "seed": self.seed, "inputs": self.count,
                 "seconds": round(self.seconds, 1), "outcomes": dict(sorted(self.outcomes.items())),
-                "new_bugs": dict(self.bugs), "known_bugs": dict(self.known),
+                "bugs": dict(self.bugs),
                 **self.extra, "findings": self.findings}
 
 
@@ -286,12 +285,12 @@ MUTATIONS: tuple[Callable[..., str], ...] = (
 # --------------------------------------------------------------------------
 
 LOCATED = re.compile(r":\d+:\d+")
-# Known bugs: outcome kind -> the strict-xfail regression test that pins it.
-KNOWN_NCOPT = {
+# Bugs found (and fixed): finding kind -> the regression test that pins it.
+NCOPT_REGRESSIONS = {
     "timeout: unterminated string":
         "test/py/test_fuzz.py::test_ncopt_unterminated_string_does_not_hang",
 }
-KNOWN_SAFETENSORS = {
+SAFETENSORS_REGRESSIONS = {
     "exception: RecursionError in open":
         "test/py/test_fuzz.py::test_safetensors_deeply_nested_header_is_an_error",
     "exception: OverflowError in open":
@@ -445,7 +444,7 @@ def ncopt_campaign(count: int, seed: int, *, subprocess_sample: int = 0,
 
 def ncopt_kind(outcome: str, text: str) -> str:
     """The finding kind: a timeout on a line with an unterminated string literal is
-    the known lexer blow-up (``KNOWN_NCOPT``)."""
+    the lexer blow-up found before (``NCOPT_REGRESSIONS``)."""
     if outcome == "timeout" and _UNTERMINATED.search(text):
         return "timeout: unterminated string"
     return outcome
@@ -459,7 +458,7 @@ def _record_ncopt(report: Report, item: NcOptInput, outcome: str, detail: str, h
         saved = save_dir / f"nc-opt-{report.seed}-{item.index}.mlir"
         saved.write_text(item.text, errors="surrogateescape")
     kind = ncopt_kind(outcome, item.text)
-    report.find(kind, kind in KNOWN_NCOPT, index=item.index, seed_file=item.seed_name,
+    report.find(kind, NCOPT_REGRESSIONS.get(kind), index=item.index, seed_file=item.seed_name,
                 options=list(item.options),
                 mutations=item.mutations, how=how, detail=detail,
                 saved=str(saved) if saved else None)
@@ -818,7 +817,7 @@ def safetensors_campaign(count: int, seed: int, *, workdir: Path | None = None,
                     saved = save_dir / f"safetensors-{seed}-{index}.bin"
                     saved.write_bytes(data)
                 kind = safetensors_kind(outcome, detail)
-                report.find(kind, kind in KNOWN_SAFETENSORS, index=index, mutations=applied,
+                report.find(kind, SAFETENSORS_REGRESSIONS.get(kind), index=index, mutations=applied,
                             detail=detail, saved=str(saved) if saved else None)
     report.seconds = time.perf_counter() - start
     report.extra["mutations"] = dict(sorted(mutations.items()))
@@ -833,7 +832,7 @@ def safetensors_campaign(count: int, seed: int, *, workdir: Path | None = None,
 
 def graphs_campaign(count: int, seed: int, *, batch: int = 8, bindings: int = 4,
                     sanitize: bool | None = None, progress: bool = False) -> Report:
-    from nanocompile.fuzz.graphs import KNOWN_BUGS, BatchReport, fuzz_graphs
+    from nanocompile.fuzz.graphs import REGRESSION_TESTS, BatchReport, fuzz_graphs
 
     report = Report("graphs", seed)
     start = time.perf_counter()
@@ -852,18 +851,15 @@ def graphs_campaign(count: int, seed: int, *, batch: int = 8, bindings: int = 4,
     failed_graphs: dict[str, set[int | None]] = collections.defaultdict(set)
     for finding in total.findings:
         failed_graphs[finding.kind].add(finding.seed)
-        if finding.kind in KNOWN_BUGS:
-            report.known[finding.kind] += 1
-        else:
-            report.bugs[finding.kind] += 1
+        report.bugs[finding.kind] += 1
         if len(report.findings) < MAX_FINDINGS:
-            report.findings.append({"kind": finding.kind, "known": finding.kind in KNOWN_BUGS,
+            report.findings.append({"kind": finding.kind,
+                                    "regression_test": REGRESSION_TESTS.get(finding.kind),
                                     "graph_seed": finding.seed, "output": finding.output,
                                     "bindings": finding.bindings,
                                     "detail": finding.message[:400]})
     report.extra["graphs_with_findings"] = {k: len(v) for k, v in failed_graphs.items()}
     report.extra["primitives"] = dict(sorted(total.ops.items()))
-    report.extra["known_bug_tests"] = {k: v for k, v in KNOWN_BUGS.items() if k in report.known}
     report.seconds = time.perf_counter() - start
     return report
 
@@ -903,16 +899,19 @@ def atheris_run(campaign: str, count: int, seed: int) -> int:
     os.environ["NANOCOMPILE_TRACEBACK"] = "1"
 
     def one_input(data: bytes) -> None:
+        """Raise (atheris reports a crash with the input) on a bug."""
         if campaign == "safetensors":
             target.write_bytes(data)
             outcome, detail = check_safetensors_load(target, data)
             if outcome in SAFETENSORS_BUGS:
-                raise AssertionError(f"{outcome}: {detail}")
+                raise AssertionError(f"{safetensors_kind(outcome, detail)}: {detail}")
         else:
-            target.with_suffix(".mlir").write_bytes(data)
-            outcome, detail = run_ncopt_inprocess(target.with_suffix(".mlir"), (), 10.0)
+            path = target.with_suffix(".mlir")
+            path.write_bytes(data)
+            outcome, detail = run_ncopt_inprocess(path, (), 5.0)
             if outcome in NCOPT_BUGS:
-                raise AssertionError(f"{outcome}: {detail}")
+                kind = ncopt_kind(outcome, data.decode("utf-8", "replace"))
+                raise AssertionError(f"{kind}: {detail}")
 
     atheris.Setup([sys.argv[0], f"-runs={count}", f"-seed={seed}", str(corpus)], one_input)
     atheris.Fuzz()

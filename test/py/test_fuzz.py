@@ -6,15 +6,13 @@ The long runs (``python tools/fuzz.py {nc-opt,safetensors,graphs} --count N
 campaign runs a few seconds with a fixed seed: nc-opt over mutated lit inputs
 (in-process, plus a few real ``nc-opt`` processes), the safetensors reader over
 mutated files (plus a hypothesis property over generated headers), and random
-graphs compiled fused and unfused against the interpreter. A finding of a
-*known* bug is counted, not failed: each known bug has a strict-xfail test
-below (``KNOWN_*`` in the tool name them), which starts passing (and so
-fails, being strict) when the bug is fixed.
+graphs compiled fused and unfused against the interpreter; any finding fails.
+Each bug the fuzzers found has a regression test below, named after it, with
+its minimal reproduction (they were strict xfails until fixed in a5c122d).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import struct
@@ -229,11 +227,10 @@ HEADER = st.dictionaries(st.sampled_from(["a", "b", "c", "__metadata__"]),
 def test_safetensors_generated_headers(tmp_path: Path, header: dict[str, Any],
                                        body: bytes) -> None:
     """hypothesis, over structurally generated headers: a clean rejection or a
-    correct load, never another exception (known bugs excepted, see below)."""
+    correct load, never another exception."""
     path, data = _file(tmp_path, header, body)
     outcome, detail = fuzz.check_safetensors_load(path, data)
-    if outcome in fuzz.SAFETENSORS_BUGS:
-        assert fuzz.safetensors_kind(outcome, detail) in fuzz.KNOWN_SAFETENSORS, detail
+    assert outcome not in fuzz.SAFETENSORS_BUGS, detail
 
 
 def _open_and_read(path: Path) -> None:
@@ -339,7 +336,7 @@ def test_graph_checker_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     batch = fg.build_batch([3])
     programs = fg.compile_pair(batch.module, batch.weights)
     clean = fg.check_batch(batch, programs, data_seed=3, bindings_count=2)
-    assert not [f for f in clean.findings if not f.known]
+    assert not clean.findings, [str(f) for f in clean.findings]
     exact = next(n for s in batch.specs for n, c in s.outputs.items() if c.kind == "exact")
     real_run = programs["fused"].run
 
@@ -433,22 +430,20 @@ def test_gather_checks_ids_when_rows_are_empty(fuse: bool) -> None:
         program.run(inputs)
 
 
-def test_known_bug_tests_exist() -> None:
-    """Every known-bug entry of the fuzzers names a test that exists."""
-    names = [*fuzz.KNOWN_NCOPT.values(), *fuzz.KNOWN_SAFETENSORS.values(),
-             *fg.KNOWN_BUGS.values()]
+def test_regression_tests_exist() -> None:
+    """Every bug kind the fuzzers know names a regression test that exists."""
+    names = [*fuzz.NCOPT_REGRESSIONS.values(), *fuzz.SAFETENSORS_REGRESSIONS.values(),
+             *fg.REGRESSION_TESTS.values()]
     for name in names:
         file, test = name.split("::")
         assert f"def {test}(" in (ROOT / file).read_text(), name
 
 
-def test_optimize_graph_of_every_short_run_graph_verifies() -> None:
-    """Guard for the generator itself: every graph it builds verifies and, where fuse
-    does not hit the known bug, optimizes to a verified module."""
+def test_generated_graphs_verify_and_optimize() -> None:
+    """The generator's graphs are valid (they and their oracle copies verify) and
+    the graph pipeline takes every one of them to a verified module."""
     for seed in range(40):
         batch = fg.build_batch([1_000_000 + seed])
         batch.module.verify()
         batch.oracle.verify()
-        with contextlib.suppress(ValueError):
-            optimize_graph(batch.module).verify()
-
+        optimize_graph(batch.module).verify()

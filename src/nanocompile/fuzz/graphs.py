@@ -37,10 +37,15 @@ a `GuardedArena`, against the interpreter, and classifies every output
   fused == unfused claim below.
 
 And always: every output of the fused program equals the unfused program's
-bit for bit, NaN payloads and signs included (`KNOWN_NAN_SIGN` counts the
-one known exception separately); the optimized graph interprets to the same
-bits as the original; and one run per binding with an out-of-range gather id
-must raise in the interpreter and in both programs.
+bit for bit, NaN payloads and signs included; the optimized graph interprets
+to the same bits as the original; and one run per binding with an
+out-of-range gather id must raise in the interpreter and in both programs.
+
+A difference is reported as a `Finding` whose kind says what it looks like
+(``fold-inexact`` when the output depends on an inexact primitive of
+constants, ``fused-nan-sign`` when only NaN signs differ, ...): the kinds of
+the bugs found so far, each pinned by the regression test `REGRESSION_TESTS`
+names. Every finding is a failure.
 """
 
 from __future__ import annotations
@@ -75,7 +80,6 @@ F32_INT_RANGE = {"i8": (-128.0, 127.0), "i32": (-2147483648.0, 2147483520.0),
                  "i64": (-9223372036854775808.0, 9223371487098961920.0)}
 ULP_BOUND = {"exp": 3, "sin": 2, "cos": 2}  # as in test_primitives_c
 ULP_RANGE = {"exp": (-87.0, 88.0), "sin": (-200.0, 200.0), "cos": (-200.0, 200.0)}
-KNOWN_NAN_SIGN = "fused-nan-sign"  # test_primitives_c.test_fused_negation_keeps_nan_sign
 
 OP_WEIGHTS = {
     "unary": 10, "binary": 16, "where": 5, "cast": 7, "reduce": 8, "reshape": 7,
@@ -795,11 +799,12 @@ def _check_output(check: Check, got: np.ndarray, want: np.ndarray,
 # --------------------------------------------------------------------------
 
 
-# Known bugs, by the finding kind they produce: the regression test that pins each.
-KNOWN_BUGS = {
+# Bugs found (all fixed), by the finding kind they produced: the test that pins each.
+REGRESSION_TESTS = {
     "fused-nan-sign": "test/py/test_primitives_c.py::test_fused_negation_keeps_nan_sign",
     "fold-inexact": "test/py/test_fuzz.py::test_fold_constants_inexact_primitives_match_unfused",
     "fuse-erased-value": "test/py/test_fuzz.py::test_fuse_index_output_read_by_another_region",
+    "error": "test/py/test_fuzz.py::test_gather_checks_ids_when_rows_are_empty",
 }
 
 
@@ -807,15 +812,11 @@ KNOWN_BUGS = {
 class Finding:
     """One disagreement or failure, with what it takes to reproduce it."""
 
-    kind: str  # mismatch | fused-unfused | optimized | error | guard | compile | KNOWN_BUGS
+    kind: str  # mismatch | fused-unfused | optimized | error | guard | compile | ...
     seed: int | None  # the graph's seed (None: the batch as a whole)
     output: str
     bindings: dict[str, int]
     message: str
-
-    @property
-    def known(self) -> bool:
-        return self.kind in KNOWN_BUGS
 
     def __str__(self) -> str:
         return (f"[{self.kind}] graph seed {self.seed} output {self.output or '-'} at "
@@ -960,7 +961,7 @@ def _compare_run(batch: Batch, guarded: Mapping[str, GuardedArena], optimized: M
             if name in folded:
                 kind = "fold-inexact"
             elif nan_sign_only(fused[name], unfused[name]):
-                kind = KNOWN_NAN_SIGN
+                kind = "fused-nan-sign"
             else:
                 kind = "fused-unfused"
             out.append(Finding(kind, seed, name, bindings, "fused != unfused bitwise: "
