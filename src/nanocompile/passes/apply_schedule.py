@@ -8,9 +8,9 @@ primitive's reason and leaves the module unchanged. Schedules never change
 what a kernel computes, only how its loops run: scheduled kernels are
 bitwise equal to unscheduled ones (each primitive's docstring says why).
 
-Implemented so far: ``sched.parallel``. The other directives (``split``,
-``reorder``, ``unroll``, ``privatize``, ``vectorize``, ``pack``) parse and
-verify but are refused here as not implemented yet (phase 4 in progress).
+Implemented so far: ``parallel``, ``split``, ``reorder``, ``unroll``. The
+other directives (``privatize``, ``vectorize``, ``pack``) parse and verify
+but are refused here as not implemented yet (phase 4 in progress).
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import loop, sched
-from nanocompile.schedule.primitives import ScheduleError, parallel
+from nanocompile.schedule.primitives import (
+    ScheduleError,
+    parallel,
+    reorder,
+    split,
+    unroll,
+)
 
 
 class NotImplementedDirective(ScheduleError):
@@ -37,6 +43,12 @@ def apply_directives(kernel: loop.KernelOp, schedule: sched.ScheduleOp) -> loop.
     for directive in schedule.directives():
         if isinstance(directive, sched.Parallel):
             parallel(copy, directive.loop, directive.grain)
+        elif isinstance(directive, sched.Split):
+            split(copy, directive.loop, directive.factor, directive.outer, directive.inner)
+        elif isinstance(directive, sched.Reorder):
+            reorder(copy, list(directive.loops))
+        elif isinstance(directive, sched.Unroll):
+            unroll(copy, directive.loop, directive.factor)
         else:
             raise NotImplementedDirective(
                 f"@{kernel.sym_name.data}: {type(directive).__name__.lower()} is not "

@@ -1,4 +1,5 @@
-"""Schedule primitives (phase 4). Implemented so far: ``parallel``.
+"""Schedule primitives (phase 4). Implemented so far: ``parallel``, ``split``,
+``reorder``, ``unroll``.
 
 Every primitive checks all of its preconditions before it changes anything:
 a primitive that raises has left the kernel exactly as it was.
@@ -6,8 +7,11 @@ a primitive that raises has left the kernel exactly as it was.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntAttr
-from xdsl.ir import Operation, SSAValue
+import itertools
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntAttr, IntegerAttr
+from xdsl.ir import Block, Operation, SSAValue
 
 from nanocompile.dialects import loop
 
@@ -92,3 +96,243 @@ def parallel(kernel: loop.KernelOp, name: str, grain: int = 1) -> None:
             raise SharedWrite(f"parallel '{name}': a store does not depend on the "
                               "loop's index")
     target.properties["parallel"] = IntAttr(grain)
+
+
+# --------------------------------------------------------------------------
+# split, reorder, unroll
+# --------------------------------------------------------------------------
+
+
+class NameTaken(ScheduleError):
+    """A loop name a primitive would introduce is already used in the kernel."""
+
+
+class NotPerfectlyNested(ScheduleError):
+    """The loops to reorder are not a perfect nest (other ops sit between them)."""
+
+
+class DynamicTripCount(ScheduleError):
+    """A full unroll needs a constant trip count."""
+
+
+def _names(kernel: loop.KernelOp) -> set[str]:
+    return {op.loop_name.data for op in kernel.walk() if isinstance(op, loop.ForOp)}
+
+
+def _const(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return int(owner.value.value.data)
+    return None
+
+
+def _insert_before(anchor: Operation, ops: list[Operation]) -> None:
+    block = anchor.parent_block()
+    assert block is not None
+    for op in ops:
+        block.insert_op_before(op, anchor)
+
+
+def _clone_body(body: Block, mapping: dict[SSAValue, SSAValue], into: Block,
+                skip_yield: bool = False) -> list[SSAValue]:
+    """Clone ``body``'s ops into ``into`` with ``mapping``; returns what it yields."""
+    yielded: list[SSAValue] = []
+    for op in body.ops:
+        if isinstance(op, loop.YieldOp):
+            yielded = [mapping.get(v, v) for v in op.values]
+            if not skip_yield:
+                into.add_op(loop.YieldOp(*yielded))
+            continue
+        clone = op.clone(value_mapper=mapping)
+        into.add_op(clone)
+        for old, new in zip(op.results, clone.results, strict=True):
+            mapping[old] = new
+    return yielded
+
+
+def _hoist_point(target: loop.ForOp, uses: list[SSAValue]) -> Operation:
+    """The outermost loop around ``target`` (or ``target``) before which values
+    computed from ``uses`` can be placed: loop-invariant setup stays out of the
+    nest, which stays perfect for ``reorder``."""
+    anchor: Operation = target
+    parent = target.parent_op()
+    while isinstance(parent, loop.ForOp):
+        args = set(parent.body.block.args)
+        if any(_depends_on(u, a) for u in uses for a in args) or any(
+                u.owner is not None and _inside(u.owner, parent) for u in uses):
+            break
+        anchor, parent = parent, parent.parent_op()
+    return anchor
+
+
+def _inside(op: object, region_owner: Operation) -> bool:
+    parent = op.parent_op() if isinstance(op, Operation) else None
+    while parent is not None:
+        if parent is region_owner:
+            return True
+        parent = parent.parent_op()
+    return False
+
+
+def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str) -> None:
+    """Loop ``name`` over ``[lb, ub)`` becomes ``outer`` over ``ceil((ub - lb) /
+    factor)`` tiles and ``inner`` over ``min(factor, ub - lb - tile * factor)``
+    iterations: the last tile is the tail, guarded by its shorter bound, so the
+    body stays one copy and every loop keeps a unique name. When constant
+    bounds divide evenly, ``inner`` runs exactly ``factor`` iterations (a
+    constant trip count, so it can be unrolled).
+
+    Preconditions: 1. the loop exists (``LoopNotFound``); 2. ``factor >= 2``;
+    3. ``outer`` and ``inner`` are unused names (``NameTaken``); 4. the loop has
+    step 1.
+
+    Bitwise: iterations run in the same order (tile-major), so even a loop
+    carrying a sum adds the same terms in the same order.
+    """
+    if factor < 2:
+        raise ScheduleError(f"split '{name}': factor must be >= 2, got {factor}")
+    target = find_loop(kernel, name)
+    taken = _names(kernel) & {outer, inner}
+    if taken:
+        raise NameTaken(f"split '{name}': loop name(s) {sorted(taken)} already used")
+    if target.step.data != 1:
+        raise ScheduleError(f"split '{name}': step {target.step.data} is not 1")
+    lb, ub = target.lb, target.ub
+    f = arith.ConstantOp(IntegerAttr(factor, IndexType()))
+    f_minus_1 = arith.ConstantOp(IntegerAttr(factor - 1, IndexType()))
+    zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
+    n = arith.SubiOp(ub, lb)
+    padded = arith.AddiOp(n, f_minus_1)
+    tiles = arith.DivSIOp(padded, f)
+    _insert_before(_hoist_point(target, [lb, ub]), [f, f_minus_1, zero, n, padded, tiles])
+    carried = [a.type for a in target.iter_args]
+    outer_block = Block(arg_types=[IndexType(), *carried])
+    io = outer_block.args[0]
+    start = arith.MuliOp(io, f)                      # offset of this tile from lb
+    left = arith.SubiOp(n, start)                    # iterations left from here
+    count = arith.MinSIOp(left, f)                   # this tile's length
+    base = arith.AddiOp(lb, start)
+    outer_block.add_ops([start, left, count, base])
+    inner_block = Block(arg_types=[IndexType(), *carried])
+    i = arith.AddiOp(base, inner_block.args[0])
+    inner_block.add_op(i)
+    mapping: dict[SSAValue, SSAValue] = {target.iv: i.result, **dict(
+        zip(target.iter_args, inner_block.args[1:], strict=True))}
+    _clone_body(target.body.block, mapping, inner_block)
+    lo, hi = _const(lb), _const(ub)
+    exact = lo is not None and hi is not None and (hi - lo) % factor == 0
+    inner_ub = f.result if exact else count.result  # whole tiles only: a constant trip count
+    inner_loop = loop.ForOp(inner, zero.result, inner_ub, inner_block,
+                            list(outer_block.args[1:]))
+    outer_block.add_op(inner_loop)
+    outer_block.add_op(loop.YieldOp(*inner_loop.res))
+    outer_loop = loop.ForOp(outer, zero.result, tiles.result, outer_block, list(target.inits))
+    _insert_before(target, [outer_loop])
+    for old, new in zip(target.res, outer_loop.res, strict=True):
+        old.replace_all_uses_with(new)
+    target.detach()
+    target.erase()
+
+
+def _perfect_nest(kernel: loop.KernelOp, names: list[str]) -> list[loop.ForOp]:
+    loops = [find_loop(kernel, n) for n in names]
+    by_depth = sorted(loops, key=lambda op: _depth(op))
+    for outer, inner in itertools.pairwise(by_depth):
+        body = [op for op in outer.body.block.ops if not isinstance(op, loop.YieldOp)]
+        if body != [inner]:
+            raise NotPerfectlyNested(f"reorder: loop '{outer.loop_name.data}' holds other "
+                                     f"ops besides loop '{inner.loop_name.data}'")
+    for op in loops:
+        if op.inits:
+            raise CarriesValues(f"reorder: loop '{op.loop_name.data}' carries values")
+        if op.parallel is not None:
+            raise NestedParallel(f"reorder: loop '{op.loop_name.data}' is parallel")
+    iv_set = {op.iv for op in loops}
+    for op in loops:
+        for bound in (op.lb, op.ub):
+            if any(_depends_on(bound, iv) for iv in iv_set):
+                raise NotPerfectlyNested(f"reorder: the bounds of '{op.loop_name.data}' "
+                                         "depend on another loop of the nest")
+    return by_depth
+
+
+def _depth(op: Operation) -> int:
+    depth = 0
+    parent = op.parent_op()
+    while parent is not None:
+        depth += 1
+        parent = parent.parent_op()
+    return depth
+
+
+def reorder(kernel: loop.KernelOp, names: list[str]) -> None:
+    """Permute a perfect nest of loops to the order of ``names`` (outermost first).
+
+    Preconditions: 1. every loop exists (``LoopNotFound``); 2. they form a
+    perfect nest (``NotPerfectlyNested``: nothing between them, bounds
+    independent of the nest's indices); 3. none carries values
+    (``CarriesValues``: reordering a sum would reorder its terms) or is
+    parallel. Bitwise: each innermost iteration computes its own elements
+    from the same operands; only the order of independent iterations changes.
+    """
+    if len(set(names)) != len(names) or len(names) < 2:
+        raise ScheduleError(f"reorder: expected at least two distinct loops, got {names}")
+    nest = _perfect_nest(kernel, names)
+    innermost = nest[-1]
+    by_name = {op.loop_name.data: op for op in nest}
+    body_ops = [op for op in innermost.body.block.ops if not isinstance(op, loop.YieldOp)]
+    new_blocks = [Block(arg_types=[IndexType()]) for _ in names]
+    mapping = {by_name[n].iv: blk.args[0] for n, blk in zip(names, new_blocks, strict=True)}
+    for op in body_ops:
+        op.detach()
+        new_blocks[-1].add_op(op)
+    for old, new in mapping.items():
+        old.replace_all_uses_with(new)
+    inner_op: loop.ForOp | None = None
+    for name, blk in reversed(list(zip(names, new_blocks, strict=True))):
+        if inner_op is not None:
+            blk.add_op(inner_op)
+        src = by_name[name]
+        inner_op = loop.ForOp(name, src.lb, src.ub, blk, [], src.step.data)
+    assert inner_op is not None
+    outermost = nest[0]
+    _insert_before(outermost, [inner_op])
+    outermost.detach()
+    outermost.erase(safe_erase=False)
+
+
+def unroll(kernel: loop.KernelOp, name: str, factor: int | None = None) -> None:
+    """Replicate the body of loop ``name``: fully (``factor`` None: the loop
+    disappears) or by ``factor`` (a ``split`` whose inner loop is then unrolled).
+
+    Preconditions: 1. the loop exists; 2. a full unroll needs constant bounds
+    (``DynamicTripCount``) and at most 64 iterations. Bitwise: the copies run
+    in iteration order, carrying values from one copy to the next.
+    """
+    if factor is not None:
+        split(kernel, name, factor, f"{name}_o", f"{name}_u")
+        unroll(kernel, f"{name}_u")
+        return
+    target = find_loop(kernel, name)
+    lo, hi = _const(target.lb), _const(target.ub)
+    if lo is None or hi is None:
+        raise DynamicTripCount(f"unroll '{name}': the trip count is not a constant")
+    if hi - lo > 64:
+        raise ScheduleError(f"unroll '{name}': {hi - lo} iterations is more than 64")
+    values: list[SSAValue] = list(target.inits)
+    block = target.parent_block()
+    assert block is not None
+    scratch = Block()
+    for i in range(lo, hi, target.step.data):
+        c = arith.ConstantOp(IntegerAttr(i, IndexType()))
+        scratch.add_op(c)
+        mapping: dict[SSAValue, SSAValue] = {target.iv: c.result,
+                                             **dict(zip(target.iter_args, values, strict=True))}
+        values = _clone_body(target.body.block, mapping, scratch, skip_yield=True)
+    for op in list(scratch.ops):
+        op.detach()
+        block.insert_op_before(op, target)
+    for old, new in zip(target.res, values, strict=True):
+        old.replace_all_uses_with(new)
+    target.detach()
+    target.erase()

@@ -325,6 +325,8 @@ class CEmitter:
             return f"{f[op.cond]} ? {f[op.lhs]} : {f[op.rhs]}"
         if isinstance(op, arith.MaximumfOp):
             return f"nc_maxf({f[op.lhs]}, {f[op.rhs]})"
+        if isinstance(op, arith.MinSIOp):
+            return f"{f[op.lhs]} < {f[op.rhs]} ? {f[op.lhs]} : {f[op.rhs]}"
         if isinstance(op, arith.MaxSIOp):
             return f"{f[op.lhs]} > {f[op.rhs]} ? {f[op.lhs]} : {f[op.rhs]}"
         if type(op) in _MATH:
