@@ -68,7 +68,7 @@ class Forcing:
 README = DOCS.parents[1] / "README.md"
 
 
-def tested_block(path: Path) -> str:
+def _tested_block(path: Path) -> str:
     text = path.read_text(encoding="utf-8")
     found = re.search(r"<!-- This block is run by .*?-->\n```python\n(.*?)```", text, re.S)
     assert found, f"no tested python block in {path}"
@@ -77,8 +77,8 @@ def tested_block(path: Path) -> str:
 
 def readme_example() -> str:
     """The README's example; docs/usage.md carries the same block."""
-    block = tested_block(README)
-    assert tested_block(DOCS) == block, "README.md and docs/usage.md examples differ"
+    block = _tested_block(README)
+    assert _tested_block(DOCS) == block, "README.md and docs/usage.md examples differ"
     return block
 
 
