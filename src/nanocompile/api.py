@@ -44,6 +44,7 @@ from nanocompile.compiler import (
     emit_c,
     lower_to_loop,
     optimize_graph,
+    schedule_loop,
 )
 from nanocompile.engine import Engine, F32Weights
 from nanocompile.generate import (
@@ -160,7 +161,9 @@ def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
             last_only: bool = True) -> str:
     """The program for ``config`` after ``stage``, as text, exactly as
     ``compile_program`` builds it: "graph" (as written), "fused" (after the
-    graph passes: cse, fold-constants, dce, fuse), "loop" (Loop IR) or "c"."""
+    graph passes: cse, fold-constants, dce, fuse), "loop" (Loop IR),
+    "scheduled" (Loop IR after the default schedules: phase 4) or "c" (of the
+    scheduled program)."""
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
     graph = build_qwen2(config, Qwen2GraphOptions(n_layers=n_layers, last_only=last_only))
@@ -170,7 +173,10 @@ def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
     if stage == "fused":
         return str(fused)
     loop_module = lower_to_loop(fused)
-    return str(loop_module) if stage == "loop" else emit_c(loop_module)
+    if stage == "loop":
+        return str(loop_module)
+    scheduled, _ = schedule_loop(loop_module)
+    return str(scheduled) if stage == "scheduled" else emit_c(scheduled)
 
 
 # --------------------------------------------------------------------------
@@ -239,7 +245,7 @@ class Model:
             kind = "last-position" if last_only else "all-position"
             program = report_step(
                 self._progress, f"compiling the model ({kind} logits)",
-                lambda: compile_program(graph, self._weights, times=times))
+                lambda: compile_program(graph, self._weights, schedule=True, times=times))
             built = _Compiled(graph, Engine(self.config, CompiledBackend(program)), program,
                               times)
         self._graphs[last_only] = built
@@ -334,7 +340,8 @@ class Model:
     # -- inspection -------------------------------------------------------
 
     def ir(self, stage: str, n_layers: int | None = None) -> str:
-        """The generation graph after ``stage`` ("graph", "fused", "loop" or "c"), as text."""
+        """The generation program after ``stage`` ("graph", "fused", "loop",
+        "scheduled" or "c"), as text."""
         return ir_text(self.config, stage, n_layers=n_layers, last_only=self.last_only)
 
     def compile_report(self) -> dict[str, Any]:

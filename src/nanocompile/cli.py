@@ -372,7 +372,8 @@ def _parser() -> argparse.ArgumentParser:
                           "(Loop IR) or c (the generated C).")
     dump.add_argument("--model", metavar="DIR",
                       help="snapshot directory (default: the Qwen2.5-0.5B architecture)")
-    dump.add_argument("--stage", choices=["graph", "fused", "loop", "c"], default="graph",
+    dump.add_argument("--stage", choices=["graph", "fused", "loop", "scheduled", "c"],
+                      default="graph",
                       help="which IR to print (default: graph)")
     dump.add_argument("--layers", type=int, default=None, metavar="N",
                       help="build only the first N layers (default: all)")

@@ -278,7 +278,7 @@ def test_prompt_longer_than_max_position_embeddings(interp_model: Model) -> None
     (lambda m: m.logits([]), ValueError, "non-empty"),
     (lambda m: m.logits([151936]), ValueError, "must be in"),
     (lambda m: m.logits([0.5]), ValueError, "integers"),
-    (lambda m: m.ir("scheduled"), ValueError, "stage must be one of"),
+    (lambda m: m.ir("bogus"), ValueError, "stage must be one of"),
 ])
 def test_bad_arguments(interp_model: Model, call, error: type, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(error, match=message):
