@@ -29,8 +29,8 @@ and prints the graph).
   Acceptable: ``SafetensorsError``, or a load whose every tensor has the
   header's dtype and shape, lies inside the file's mapping, and holds exactly
   the file's bytes (``f32()`` widening checked independently).
-* ``graphs``: ``nanocompile.fuzz.graphs`` (random valid graphs, fused and
-  unfused, guarded arenas, against the interpreter).
+* ``graphs``: ``nanocompile.fuzz.graphs`` (random valid graphs, unfused,
+  fused and scheduled, guarded arenas, against the interpreter).
 
 ``--engine atheris`` runs the nc-opt or safetensors check under atheris
 (libFuzzer's coverage-guided mutation, ``-seed`` and ``-runs`` from the
@@ -123,6 +123,8 @@ PIPELINES: tuple[tuple[str, ...], ...] = (
     (), ("-p", "cse"), ("-p", "dce"), ("-p", "fold-constants,dce"), ("-p", "fuse"),
     ("-p", "lower-graph-to-loop"), ("-p", "cse,fold-constants,dce,fuse,lower-graph-to-loop"),
     ("-t", "c"), ("-p", "fuse,lower-graph-to-loop", "-t", "c"), ("--print-op-generic",),
+    ("-p", "apply-schedule"), ("-p", "apply-schedule", "-t", "c"),
+    ("-p", "lower-graph-to-loop,apply-schedule", "-t", "c"),
 )
 
 
@@ -130,7 +132,7 @@ def _run_options(text: str) -> list[tuple[str, ...]]:
     """The nc-opt options of a file's RUN lines (up to the first pipe or redirect)."""
     out = []
     for line in text.splitlines():
-        match = re.match(r"\s*//\s*RUN:\s*nc-opt\s+%s(.*)", line)
+        match = re.match(r"\s*//\s*RUN:\s*(?:not\s+)?nc-opt\s+%s(.*)", line)
         if not match:
             continue
         args = re.split(r"[|>]", match.group(1))[0].split()

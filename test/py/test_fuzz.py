@@ -334,7 +334,7 @@ def test_graph_checker_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     """The oracle notices a flipped bit in an exact output of one pipeline, both as
     a mismatch with the interpreter and as fused != unfused."""
     batch = fg.build_batch([3])
-    programs = fg.compile_pair(batch.module, batch.weights)
+    programs = fg.compile_programs(batch.module, batch.weights)
     clean = fg.check_batch(batch, programs, data_seed=3, bindings_count=2)
     assert not clean.findings, [str(f) for f in clean.findings]
     exact = next(n for s in batch.specs for n, c in s.outputs.items() if c.kind == "exact")

@@ -33,6 +33,7 @@ from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.compiler import compile_program
 from nanocompile.engine import Engine, F32Weights
 from nanocompile.fuzz import ArenaGuardError, GuardedArena
+from nanocompile.fuzz.graphs import PIPELINES
 from nanocompile.interpreter import InterpreterBackend
 from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
 
@@ -48,26 +49,28 @@ import numpy as np
 from nanocompile.backend import gcc
 from nanocompile.compiler import compile_program
 from nanocompile.fuzz import GuardedArena
-from nanocompile.fuzz.graphs import nan_equivalent, same_bits
+from nanocompile.fuzz.graphs import PIPELINE_PAIRS, PIPELINES, nan_equivalent, same_bits
 from nanocompile.interpreter import run_graph
 
 assert gcc.asan_runtime_loaded(), "the child must run with libasan preloaded"
 assert gcc.sanitize_default(), "NANOCOMPILE_SANITIZE=1 expected"
 
 
-def compile_both(module, weights):
-    """Sanitized programs of both pipelines, each in a guarded arena."""
+def compile_all(module, weights):
+    """Sanitized programs of every pipeline (unfused, fused, fused + the default
+    schedules: matmuls on the thread pool), each in a guarded arena."""
     out = {}
-    for pipeline, fuse in (("unfused", False), ("fused", True)):
-        program = compile_program(module, weights, fuse=fuse)
+    for pipeline, options in PIPELINES.items():
+        program = compile_program(module, weights, **options)
         assert program.library.sanitize, pipeline
         out[pipeline] = GuardedArena(program)
     return out
 
 
 def check(module, weights, programs, inputs, inexact=()):
-    """Both pipelines against the interpreter (NaN-equivalent bitwise, or a
-    tolerance for the names in `inexact`) and fused == unfused bitwise."""
+    """Every pipeline against the interpreter (NaN-equivalent bitwise, or a
+    tolerance for the names in `inexact`); fused == unfused and scheduled ==
+    fused bitwise."""
     want = run_graph(module, inputs, weights)
     got = {p: g.run(inputs) for p, g in programs.items()}
     for name, w in want.items():
@@ -79,8 +82,8 @@ def check(module, weights, programs, inputs, inexact=()):
             else:
                 ok = nan_equivalent(c, w)
             assert ok, (name, pipeline, c, w)
-        f, u = got["fused"][name], got["unfused"][name]
-        assert same_bits(f, u), (name, "fused != unfused")
+        for a, b in PIPELINE_PAIRS:
+            assert same_bits(got[a][name], got[b][name]), (name, f"{a} != {b}")
     return len(want)
 '''
 
@@ -161,7 +164,7 @@ module, inexact = build()
 weights = {"w": random_array(rng, "f32", (4, 5)), "t0": random_array(rng, "f32", (7, 3)),
            "t1": random_array(rng, "i8", (7, 2, 2)), "t2": random_array(rng, "bf16", (7, 4)),
            "t3": random_array(rng, "bool", (7,))}
-programs = compile_both(module, weights)
+programs = compile_all(module, weights)
 finite = lambda shape: (rng.standard_normal(shape) * 3).astype(np.float32)  # noqa: E731
 outputs = 0
 for a, b, k, n, z, past in [(0, 0, 0, 0, 0, 0), (1, 1, 1, 1, 1, 1), (0, 3, 2, 1, 0, 2),
@@ -218,7 +221,7 @@ from nanocompile.signature import ArgumentError
 snap = Snapshot.open(Path(sys.argv[2]))
 cfg, weights = snap.config, F32Weights(snap)
 graph = build_qwen2(cfg, Qwen2GraphOptions(last_only=False))
-programs = compile_both(graph, weights)
+programs = compile_all(graph, weights)
 interp = Engine(cfg, InterpreterBackend(graph, weights))
 engines = {p: Engine(cfg, g) for p, g in programs.items()}
 prompt = [151644, 872, 198, 9707, 11, 1879, 0, 151645]
@@ -231,9 +234,11 @@ for step in steps:
     for p, logits in got.items():
         rel = float(np.abs(logits - want).max() / max(1.0, float(np.abs(want).max())))
         assert rel <= 1e-5, (p, rel)
-    assert same_bits(got["fused"], got["unfused"]), "fused != unfused"
+    for a, b in PIPELINE_PAIRS:
+        assert same_bits(got[a], got[b]), f"{a} != {b}"
 for p, cache in caches.items():
     assert same_bits(cache.keys, caches["unfused"].keys), p
+    assert same_bits(cache.values, caches["unfused"].values), p
 # bad arguments and ids stop at the boundary, under ASan too
 for p, guarded in programs.items():
     past = np.zeros((cfg.num_hidden_layers, cfg.num_key_value_heads, 2, cfg.head_dim), np.float32)
@@ -283,8 +288,9 @@ def test_primitives_under_sanitizers(kernel_cache: Path) -> None:
     """Every primitive (elementwise on f32/i64/i32/i8/bool, every cast, reductions on
     each axis, matmul 2-D/batched/transposed/weight, gather from four table dtypes
     with three id dtypes, concat with empty operands, iota, dim, reshape copies,
-    symbolic KV slices, broadcasts) compiled sanitized, fused and unfused, at six
-    bindings including all-0 and all-1, against the interpreter; out-of-range ids
+    symbolic KV slices, broadcasts) compiled sanitized, unfused, fused and
+    scheduled (matmuls on the thread pool), at six bindings including all-0 and
+    all-1, against the interpreter, the pipelines bitwise equal; out-of-range ids
     raise. No ASan/UBSan report, no guard byte touched."""
     assert_clean(run_child(CHILD_PRIMITIVES, "primitives", cache=kernel_cache))
 
@@ -301,10 +307,11 @@ def test_random_graphs_under_sanitizers(kernel_cache: Path) -> None:
 
 @pytest.mark.sanitize
 def test_tiny_model_under_sanitizers(kernel_cache: Path, tiny_snapshot: Path) -> None:
-    """The tiny Qwen2 model, sanitized, fused and unfused: a prefill and three
-    cached decode steps against the interpreter (1e-5 of the largest logit) and
-    fused == unfused bitwise; out-of-range token ids and a past_values of the
-    wrong length are errors. No ASan/UBSan report, no guard byte touched."""
+    """The tiny Qwen2 model, sanitized, unfused, fused and scheduled (what the API
+    runs): a prefill and three cached decode steps against the interpreter (1e-5
+    of the largest logit), the three pipelines bitwise equal (logits and KV
+    cache); out-of-range token ids and a past_values of the wrong length are
+    errors. No ASan/UBSan report, no guard byte touched."""
     assert_clean(run_child(CHILD_MODEL, "model", str(tiny_snapshot), cache=kernel_cache))
 
 
@@ -354,11 +361,11 @@ def tiny_programs(kernel_cache: Path, tiny_snapshot: Path) -> dict[str, object]:
     weights = F32Weights(snap)
     graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=False))
     return {"config": snap.config, "weights": weights, "graph": graph,
-            "unfused": compile_program(graph, weights, fuse=False, sanitize=False),
-            "fused": compile_program(graph, weights, fuse=True, sanitize=False)}
+            **{name: compile_program(graph, weights, sanitize=False, **options)
+               for name, options in PIPELINES.items()}}
 
 
-@pytest.mark.parametrize("pipeline", ["unfused", "fused"])
+@pytest.mark.parametrize("pipeline", list(PIPELINES))
 def test_tiny_model_in_guarded_arena(tiny_programs: dict, pipeline: str) -> None:
     """Prefill and three decode steps of the tiny model with every temporary between
     random guard bytes: no guard byte changes (no kernel writes outside the

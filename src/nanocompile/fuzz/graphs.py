@@ -15,10 +15,10 @@ gather's table has at least one row for every binding and its ids are drawn
 in range, and an f32 value is clamped with ``where`` before a cast to an
 integer type (float -> int casts are claimed only in range).
 
-`check_batch` compiles nothing: given the two compiled programs of a batch
-(``fuse=False`` and ``fuse=True``) it runs them at several bindings, always in
-a `GuardedArena`, against the interpreter, and classifies every output
-(`Check`):
+`check_batch` compiles nothing: given the compiled programs of a batch
+(`PIPELINES`: ``fuse=False``, ``fuse=True``, and ``fuse=True, schedule=True``)
+it runs them at several bindings, always in a `GuardedArena`, against the
+interpreter, and classifies every output (`Check`):
 
 * ``exact``: the result only passes through primitives that are one
   correctly rounded operation or none (everything but exp sin cos, f32
@@ -37,7 +37,8 @@ a `GuardedArena`, against the interpreter, and classifies every output
   fused == unfused claim below.
 
 And always: every output of the fused program equals the unfused program's
-bit for bit, NaN payloads and signs included; the optimized graph interprets
+bit for bit, NaN payloads and signs included, and the scheduled program's
+equals the fused program's; the optimized graph interprets
 to the same bits as the original; and one run per binding with an
 out-of-range gather id must raise in the interpreter and in both programs.
 
@@ -848,12 +849,18 @@ def _seed_of(batch: Batch, output: str) -> int | None:
     return None
 
 
-def compile_pair(module: ModuleOp, weights: Mapping[str, np.ndarray], *,
-                 sanitize: bool | None = None) -> dict[str, CompiledProgram]:
+PIPELINES = {"unfused": {"fuse": False}, "fused": {"fuse": True},
+             "scheduled": {"fuse": True, "schedule": True}}
+
+
+def compile_programs(module: ModuleOp, weights: Mapping[str, np.ndarray], *,
+                     sanitize: bool | None = None) -> dict[str, CompiledProgram]:
+    """The program of every pipeline: ``compile_program`` unfused (phase 2), fused
+    (phase 3) and fused + the default schedules (phase 4, what the API runs)."""
     from nanocompile.compiler import compile_program
 
-    return {"unfused": compile_program(module, weights, fuse=False, sanitize=sanitize),
-            "fused": compile_program(module, weights, fuse=True, sanitize=sanitize)}
+    return {name: compile_program(module, weights, sanitize=sanitize, **options)
+            for name, options in PIPELINES.items()}
 
 
 def _compile_failure(seed: int | None, error: Exception) -> Finding:
@@ -864,7 +871,7 @@ def _compile_failure(seed: int | None, error: Exception) -> Finding:
 
 def fuzz_graphs(seeds: Sequence[int], *, data_seed: int, bindings_count: int = 4,
                 sanitize: bool | None = None) -> BatchReport:
-    """Generate the graphs of ``seeds``, compile them as one batch (both pipelines)
+    """Generate the graphs of ``seeds``, compile them as one batch (every pipeline)
     and `check_batch` them. A graph the compiler fails on is reported and left out
     (found by compiling the graphs one by one), so one bug does not hide the rest."""
     report = BatchReport(graphs=len(seeds))
@@ -872,7 +879,7 @@ def fuzz_graphs(seeds: Sequence[int], *, data_seed: int, bindings_count: int = 4
     for attempt in range(2):
         batch = build_batch(keep)
         try:
-            programs = compile_pair(batch.module, batch.weights, sanitize=sanitize)
+            programs = compile_programs(batch.module, batch.weights, sanitize=sanitize)
             break
         except Exception as e:  # a compiler bug: find the graphs that trigger it
             if attempt:
@@ -883,7 +890,7 @@ def fuzz_graphs(seeds: Sequence[int], *, data_seed: int, bindings_count: int = 4
                 single = build_batch([seed])
                 try:
                     optimize_graph(single.module)
-                    compile_pair(single.module, single.weights, sanitize=sanitize)
+                    compile_programs(single.module, single.weights, sanitize=sanitize)
                 except Exception as e1:
                     report.findings.append(_compile_failure(seed, e1))
                 else:
@@ -904,8 +911,9 @@ def fuzz_graphs(seeds: Sequence[int], *, data_seed: int, bindings_count: int = 4
 
 def check_batch(batch: Batch, programs: Mapping[str, CompiledProgram], *,
                 data_seed: int, bindings_count: int = 4) -> BatchReport:
-    """Run ``programs`` (``{"unfused": ..., "fused": ...}``) of ``batch`` at several
-    bindings in guarded arenas and compare as the module docstring says."""
+    """Run ``programs`` (``{"unfused": ..., "fused": ..., "scheduled": ...}``) of
+    ``batch`` at several bindings in guarded arenas and compare as the module
+    docstring says."""
     report = BatchReport(graphs=len(batch.specs))
     rng = np.random.default_rng([0xDA7A, data_seed])
     guarded = {k: GuardedArena(p, seed=data_seed) for k, p in programs.items()}
@@ -946,9 +954,9 @@ def _compare_run(batch: Batch, guarded: Mapping[str, GuardedArena], optimized: M
         want_error, want = e, {}
     runs = dict(_run_all(guarded, inputs))
     out = _failures(runs, want_error, bindings)
-    unfused, fused = runs["unfused"], runs["fused"]
-    if want_error is not None or not isinstance(unfused, dict) or not isinstance(fused, dict):
+    if want_error is not None or any(not isinstance(r, dict) for r in runs.values()):
         return out
+    results: dict[str, dict[str, np.ndarray]] = runs  # type: ignore[assignment]
     opt = run_graph(optimized, inputs, weights)
     for name in opt:
         if not same_bits(opt[name], want[name]):
@@ -957,22 +965,33 @@ def _compare_run(batch: Batch, guarded: Mapping[str, GuardedArena], optimized: M
     for name, check in checks.items():
         report.outputs[check.kind] += 1
         seed = _seed_of(batch, name)
-        if not same_bits(fused[name], unfused[name]):
-            if name in folded:
-                kind = "fold-inexact"
-            elif nan_sign_only(fused[name], unfused[name]):
-                kind = "fused-nan-sign"
-            else:
-                kind = "fused-unfused"
-            out.append(Finding(kind, seed, name, bindings, "fused != unfused bitwise: "
-                               + _first_bad(bits(fused[name]) != bits(unfused[name]),
-                                            fused[name], unfused[name])))
-        for pipeline, got in (("unfused", unfused), ("fused", fused)):
+        for a, b in PIPELINE_PAIRS:
+            if a in results and not same_bits(results[a][name], results[b][name]):
+                x, y = results[a][name], results[b][name]
+                out.append(Finding(_difference_kind(a, name, folded, x, y), seed, name,
+                                   bindings, f"{a} != {b} bitwise: "
+                                   + _first_bad(bits(x) != bits(y), x, y)))
+        for pipeline, got in results.items():
             message = check_output(check, got[name], want[name], want)
             if message is not None:
                 out.append(Finding("mismatch", seed, name, bindings,
                                    f"{pipeline} vs interpreter ({check.kind}): {message}"))
     return out
+
+
+# Pipelines that must agree bit for bit: fusion, and the schedules on top of it.
+PIPELINE_PAIRS = (("fused", "unfused"), ("scheduled", "fused"))
+
+
+def _difference_kind(pipeline: str, name: str, folded: set[str], x: np.ndarray,
+                     y: np.ndarray) -> str:
+    if pipeline == "scheduled":
+        return "scheduled-fused"
+    if name in folded:
+        return "fold-inexact"
+    if nan_sign_only(x, y):
+        return "fused-nan-sign"
+    return "fused-unfused"
 
 
 def _failures(runs: Mapping[str, dict[str, np.ndarray] | Exception],
