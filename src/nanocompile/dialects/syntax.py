@@ -13,7 +13,7 @@ import numpy as np
 from xdsl.parser import AttrParser
 
 from nanocompile.dtypes import numpy_dtype
-from nanocompile.symbolic import Expr
+from nanocompile.symbolic import Expr, ExprSyntaxError
 
 
 def parse_dim_expr(parser: AttrParser) -> Expr:
@@ -45,10 +45,14 @@ def _parse_dim_factor(parser: AttrParser) -> Expr:
     k = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
     if k is not None:
         return Expr.const(k)
+    pos = parser.pos
     name = parser.parse_optional_identifier()
     if name is None:
         parser.raise_error("expected a shape expression (integer, symbol or '(')")
-    return Expr.sym(name)
+    try:
+        return Expr.sym(name)
+    except ExprSyntaxError as e:
+        parser.raise_error(str(e), pos, parser.pos)
 
 
 def format_scalar(value: object, dtype: str) -> str:

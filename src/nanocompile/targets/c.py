@@ -28,6 +28,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
+    FileLineColLoc,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -177,7 +178,8 @@ class CEmitter:
             elif isinstance(op, loop.ProgramOp):
                 parts.append(self.emit_program(op))
             else:
-                raise EmitError(f"the C target cannot print {op.name} at module level")
+                raise EmitError(f"{_where(op)}the C target cannot print {op.name} at module "
+                                "level (lower the graph first: -p lower-graph-to-loop)")
         return "\n".join(parts)
 
     # -- kernels --------------------------------------------------------------
@@ -423,6 +425,14 @@ class CEmitter:
                 body.append(f"  ns[{index}] = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + "
                             "(t1.tv_nsec - t0.tv_nsec);")
         return body
+
+
+def _where(op: Operation) -> str:
+    """``file:line:col: `` of an op parsed from text, else nothing."""
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
+    return ""
 
 
 def _free_values(loop_op: loop.ForOp) -> list[SSAValue]:
