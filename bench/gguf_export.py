@@ -27,7 +27,7 @@ not with llama.cpp's conversion scripts:
 ``--q8_0`` then quantizes that F32 file with llama.cpp's own quantizer through
 ``llama-cpp-python`` (``llama_model_quantize`` with ftype ``MOSTLY_Q8_0``).
 
-Files are written to ``OUT.partial`` and renamed into place, so ``OUT``
+Files are written to ``OUT.<pid>.partial`` and renamed into place, so ``OUT``
 either is complete or does not exist.
 """
 
@@ -258,7 +258,7 @@ def _staged(out: Path, write: Callable[[Path], None]) -> Path:
     """Run ``write(OUT.partial)`` and rename the result to ``out``."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
+    partial = out.with_name(f"{out.name}.{os.getpid()}.partial")  # concurrent writers
     try:
         write(partial)
         partial.replace(out)
@@ -357,7 +357,7 @@ def export(snapshot_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     if not q8_0:
         return write_f32_gguf(snapshot_dir, out, tokenizer=tokenizer, name=name)
     _require_llama_cpp()  # fail before writing 2 GB
-    f32 = out.with_name(out.name + ".f32.tmp")
+    f32 = out.with_name(f"{out.name}.{os.getpid()}.f32.tmp")
     try:
         write_f32_gguf(snapshot_dir, f32, tokenizer=tokenizer, name=name)
         return quantize_q8_0(f32, out, threads=threads)
