@@ -135,8 +135,13 @@ def _run_options(text: str) -> list[tuple[str, ...]]:
         match = re.match(r"\s*//\s*RUN:\s*(?:not\s+)?nc-opt\s+%s(.*)", line)
         if not match:
             continue
-        args = re.split(r"[|>]", match.group(1))[0].split()
-        out.append(tuple(a for a in args if a != "--split-input-file"))
+        args = []
+        for arg in match.group(1).split():
+            if arg == "|" or re.match(r"\d*[<>]", arg):  # a pipe or a redirect (2>&1)
+                break
+            if arg != "--split-input-file":
+                args.append(arg)
+        out.append(tuple(args))
     return out
 
 
@@ -291,6 +296,8 @@ LOCATED = re.compile(r":\d+:\d+")
 NCOPT_REGRESSIONS = {
     "timeout: unterminated string":
         "test/py/test_fuzz.py::test_ncopt_unterminated_string_does_not_hang",
+    "exception: AssertionError in lower_graph_to_loop.py":
+        "test/py/test_fuzz.py::test_ncopt_graph_op_outside_a_func_is_a_diagnostic",
 }
 SAFETENSORS_REGRESSIONS = {
     "exception: RecursionError in open":
@@ -306,6 +313,7 @@ SAFETENSORS_REGRESSIONS = {
 }
 _UNTERMINATED = re.compile(r'^[^"\n]*(?:"(?:[^"\\\n]|\\.)*"[^"\n]*)*"(?:[^"\\\n]|\\.)*$', re.M)
 KNOWN_PREFIXES = ("nc-opt: parse error", "nc-opt: error:", "nc-opt: ")
+ARGPARSE_ERROR = re.compile(r"[\w.-]+: error: ")  # "<prog>: error: unrecognized arguments"
 
 
 class _Timeout(BaseException):
@@ -345,7 +353,8 @@ def classify_ncopt(status: int | None, message: str) -> str:
         return "internal-error"
     if LOCATED.search(message):
         return "located"
-    if any(line.startswith(KNOWN_PREFIXES) for line in message.splitlines()):
+    if any(line.startswith(KNOWN_PREFIXES) or ARGPARSE_ERROR.match(line)
+           for line in message.splitlines()):
         return "unlocated"
     return "silent-failure"
 
@@ -444,11 +453,15 @@ def ncopt_campaign(count: int, seed: int, *, subprocess_sample: int = 0,
     return report
 
 
-def ncopt_kind(outcome: str, text: str) -> str:
+def ncopt_kind(outcome: str, text: str, detail: str = "") -> str:
     """The finding kind: a timeout on a line with an unterminated string literal is
-    the lexer blow-up found before (``NCOPT_REGRESSIONS``)."""
+    the lexer blow-up found before (``NCOPT_REGRESSIONS``); an escaping exception
+    is named by its type and the nanocompile file it escaped from."""
     if outcome == "timeout" and _UNTERMINATED.search(text):
         return "timeout: unterminated string"
+    match = re.match(r"(\w+): .* at (\w+\.py):\d+$", detail, re.S)
+    if outcome == "exception" and match:
+        return f"exception: {match[1]} in {match[2]}"
     return outcome
 
 
@@ -459,7 +472,7 @@ def _record_ncopt(report: Report, item: NcOptInput, outcome: str, detail: str, h
         save_dir.mkdir(parents=True, exist_ok=True)
         saved = save_dir / f"nc-opt-{report.seed}-{item.index}.mlir"
         saved.write_text(item.text, errors="surrogateescape")
-    kind = ncopt_kind(outcome, item.text)
+    kind = ncopt_kind(outcome, item.text, detail)
     report.find(kind, NCOPT_REGRESSIONS.get(kind), index=item.index, seed_file=item.seed_name,
                 options=list(item.options),
                 mutations=item.mutations, how=how, detail=detail,

@@ -34,13 +34,13 @@ interpreter, and classifies every output (`Check`):
   *oracle* copy of the graph (the compiled graph does not have them, so they
   do not change what is fused);
 * ``approx``: anything downstream of an inexact primitive: only the
-  fused == unfused claim below.
+  pipeline claims below.
 
 And always: every output of the fused program equals the unfused program's
 bit for bit, NaN payloads and signs included, and the scheduled program's
-equals the fused program's; the optimized graph interprets
-to the same bits as the original; and one run per binding with an
-out-of-range gather id must raise in the interpreter and in both programs.
+equals the fused program's; the optimized graph interprets to the same bits
+as the original; and one run per binding with an out-of-range id in a gather
+whose result is used must raise in the interpreter and in every program.
 
 A difference is reported as a `Finding` whose kind says what it looks like
 (``fold-inexact`` when the output depends on an inexact primitive of
