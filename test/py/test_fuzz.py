@@ -159,8 +159,6 @@ def test_ncopt_unterminated_string_does_not_hang(tmp_path: Path) -> None:
 # inputs 8151 and 9034 of seed 0 (commit 9fd8d92). Reproduction:
 #   printf '%%d = graph.dim past : !graph.tensor<[], i64>\n' > m.mlir
 #   nc-opt m.mlir -p lower-graph-to-loop   -> nc-opt: internal error: AssertionError
-@pytest.mark.xfail(strict=True, reason="a graph op outside a graph.func reaches an assert "
-                   "in lower-graph-to-loop")
 @pytest.mark.parametrize("text", [
     "%d = graph.dim past : !graph.tensor<[], i64>\n",
     "%x = graph.const #graph.elements<f32: [1.0]> : !graph.tensor<[], f32>\n"

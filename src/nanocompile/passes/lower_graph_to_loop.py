@@ -375,6 +375,7 @@ class LowerGraphToLoopPass(ModulePass):
     name = "lower-graph-to-loop"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        _check_graph_ops_in_funcs(op)
         lowering = Lowering()
         for func in op.ops:  # kernels must not take the name of a graph
             if isinstance(func, g.GraphFuncOp):
@@ -392,6 +393,15 @@ class LowerGraphToLoopPass(ModulePass):
             else:
                 op.body.block.insert_op_before(kernel, first)
         _check_fully_lowered(op)
+
+
+def _check_graph_ops_in_funcs(module: ModuleOp) -> None:
+    """Graph primitives only mean something inside a ``graph.func``."""
+    for op in module.ops:
+        if isinstance(op, g.GraphPrimitiveOp | g.ReturnOp | g.FusedOp):
+            raise PassFailedException(
+                f"lower-graph-to-loop: {op.name} outside a graph.func (inputs bind a "
+                "graph's symbols; put the ops in a graph.func)")
 
 
 def _check_fully_lowered(module: ModuleOp) -> None:
