@@ -5,7 +5,8 @@ Protocol (spec §6, issue 7):
 * All engines are built in this one process from the same snapshot bytes, then
   a **warm-up** round (untimed) runs every engine once: a short generation
   (4 tokens) after the short prompt and one prefill at every other prompt
-  length, at the largest thread count.
+  length, at the smallest thread count (on a busy 2-core machine spin-waiting
+  2-thread pools only make the untimed warm-up slower).
 * A **slot** is an (engine, thread count) pair. Round r runs every slot once,
   the slot list rotated by r, so no engine always runs first or after the
   same neighbour. Each slot's run: a greedy generation of ``--decode-tokens``
@@ -317,8 +318,9 @@ def measure(built: list[Built], settings: Settings, threads: Threads,
     by_name = {b.name: b for b in built}
     slots = [Slot(b.name, t) for t in settings.threads for b in built]
     failed: set[str] = set()
-    print(f"warm-up round (untimed, {max(settings.threads)} threads)", flush=True)
-    with threads.limit(max(settings.threads)):
+    print(f"warm-up round (untimed, {min(settings.threads)} thread"
+          f"{'s' if min(settings.threads) > 1 else ''})", flush=True)
+    with threads.limit(min(settings.threads)):
         for b in built:
             _guarded(b.name, failed, lambda b=b: run_slot(
                 b.model, None, prompt, settings, min(settings.decode_tokens, WARMUP_TOKENS)))
