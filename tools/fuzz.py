@@ -879,15 +879,23 @@ def graphs_campaign(count: int, seed: int, *, batch: int = 8, bindings: int = 4,
     return report
 
 
-def replay_graph(graph_seed: int) -> int:
+def replay_graph(graph_seed: int, batch: int = 8, bindings: int = 4) -> int:
+    """Print the graph of ``graph_seed`` and rerun the campaign batch that held it,
+    with the campaign's data (assuming the campaign's count was a multiple of
+    ``batch``), printing the findings."""
     from nanocompile.fuzz.graphs import build_batch, fuzz_graphs
 
     print(build_batch([graph_seed]).module)
-    result = fuzz_graphs([graph_seed], data_seed=graph_seed)
+    first = graph_seed - graph_seed % 1_000_000
+    start = graph_seed - (graph_seed - first) % batch
+    result = fuzz_graphs(list(range(start, start + batch)), data_seed=start,
+                         bindings_count=bindings)
     for finding in result.findings:
         print(finding)
-    print(f"{result.runs} runs, outputs {dict(result.outputs)}, "
-          f"{len(result.findings)} findings")
+    mine = [f for f in result.findings if f.seed == graph_seed]
+    print(f"batch {start}..{start + batch - 1}: {result.runs} runs, outputs "
+          f"{dict(result.outputs)}, {len(result.findings)} findings, {len(mine)} in graph "
+          f"{graph_seed}")
     return 1 if result.findings else 0
 
 
@@ -961,7 +969,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--engine atheris supports nc-opt and safetensors")
         return atheris_run(args.campaign, args.count, args.seed)
     if args.replay is not None:
-        return _replay(args.campaign, args.replay, args.seed)
+        return _replay(args.campaign, args.replay, args.seed, args.batch, args.bindings)
     if args.campaign == "nc-opt":
         report = ncopt_campaign(args.count, args.seed, subprocess_sample=args.subprocess,
                                 save_dir=args.save)
@@ -979,9 +987,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if report.new_bugs else 0
 
 
-def _replay(campaign: str, index: int, seed: int) -> int:
+def _replay(campaign: str, index: int, seed: int, batch: int = 8, bindings: int = 4) -> int:
     if campaign == "graphs":
-        return replay_graph(index)
+        return replay_graph(index, batch, bindings)
     with tempfile.TemporaryDirectory() as tmp:
         if campaign == "nc-opt":
             item = next(ncopt_inputs(1, seed, start=index))
