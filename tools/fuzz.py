@@ -298,6 +298,8 @@ NCOPT_REGRESSIONS = {
         "test/py/test_fuzz.py::test_ncopt_unterminated_string_does_not_hang",
     "exception: AssertionError in lower_graph_to_loop.py":
         "test/py/test_fuzz.py::test_ncopt_graph_op_outside_a_func_is_a_diagnostic",
+    "leaked-exception: zip() argument":
+        "test/py/test_fuzz.py::test_ncopt_loop_for_iter_count_mismatch_is_located",
 }
 SAFETENSORS_REGRESSIONS = {
     "exception: RecursionError in open":
@@ -314,6 +316,12 @@ SAFETENSORS_REGRESSIONS = {
 _UNTERMINATED = re.compile(r'^[^"\n]*(?:"(?:[^"\\\n]|\\.)*"[^"\n]*)*"(?:[^"\\\n]|\\.)*$', re.M)
 KNOWN_PREFIXES = ("nc-opt: parse error", "nc-opt: error:", "nc-opt: ")
 ARGPARSE_ERROR = re.compile(r"[\w.-]+: error: ")  # "<prog>: error: unrecognized arguments"
+# messages of Python's own exceptions: a bug's text shown as if it were a diagnostic
+PYTHON_ERROR = re.compile(r"zip\(\) argument|object has no attribute|index out of range|"
+                          r"is not subscriptable|unhashable type|'NoneType'|positional argument|"
+                          r"referenced before assignment|object is not iterable|"
+                          r"unsupported operand type|too many values to unpack|"
+                          r"not enough values to unpack")
 
 
 class _Timeout(BaseException):
@@ -346,11 +354,14 @@ def ncopt_inputs(count: int, seed: int, start: int = 0) -> Iterator[NcOptInput]:
 
 
 def classify_ncopt(status: int | None, message: str) -> str:
-    """ok | located | unlocated | internal-error | silent-failure (the last two are bugs)."""
+    """ok | located | unlocated, or a bug: internal-error | leaked-exception (a Python
+    error's own message passed off as a diagnostic) | silent-failure."""
     if not status:
         return "ok"
     if "internal error" in message or "Traceback" in message:
         return "internal-error"
+    if PYTHON_ERROR.search(message):
+        return "leaked-exception"
     if LOCATED.search(message):
         return "located"
     if any(line.startswith(KNOWN_PREFIXES) or ARGPARSE_ERROR.match(line)
@@ -407,7 +418,8 @@ def run_ncopt_subprocess(path: Path, options: Sequence[str], timeout: float
     return classify_ncopt(proc.returncode, proc.stderr), proc.stderr[:300]
 
 
-NCOPT_BUGS = ("internal-error", "silent-failure", "exception", "timeout", "crash")
+NCOPT_BUGS = ("internal-error", "leaked-exception", "silent-failure", "exception", "timeout",
+              "crash")
 
 
 def ncopt_campaign(count: int, seed: int, *, subprocess_sample: int = 0,
@@ -462,6 +474,9 @@ def ncopt_kind(outcome: str, text: str, detail: str = "") -> str:
     match = re.match(r"(\w+): .* at (\w+\.py):\d+$", detail, re.S)
     if outcome == "exception" and match:
         return f"exception: {match[1]} in {match[2]}"
+    leaked = PYTHON_ERROR.search(detail)
+    if outcome == "leaked-exception" and leaked:
+        return f"leaked-exception: {leaked[0]}"
     return outcome
 
 
