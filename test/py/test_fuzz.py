@@ -183,8 +183,6 @@ def test_ncopt_graph_op_outside_a_func_is_a_diagnostic(tmp_path: Path,
 # location. The nc-opt fuzzer's input 5120 of seed 0 (commit eb87925; a deleted
 # "f32"). Reproduction: in test/lit/passes/apply-schedule-invalid.mlir write
 #   %s = loop.for "k" %k = %c0 to %c8 iter(%acc = %z) -> () {
-@pytest.mark.xfail(strict=True, reason="loop.for with more iter values than result types "
-                   "reports zip()'s ValueError, unlocated")
 def test_ncopt_loop_for_iter_count_mismatch_is_located(tmp_path: Path) -> None:
     path = tmp_path / "iter.mlir"
     path.write_text(

@@ -117,6 +117,7 @@ def test_tokenization_agrees(tiny_snapshot: Path, tiny_llama: llama_engine.Llama
         assert tiny_llama.tokenize(text) == tok.encode(text), text
 
 
+@pytest.mark.slow  # ~30 s: builds the tiny GGUF and runs llama.cpp
 @needs_llama
 def test_greedy_tokens_agree_on_the_tiny_model(tiny_snapshot: Path, tiny_nano: Any,
                                                tiny_llama: llama_engine.LlamaCppModel) -> None:
@@ -180,6 +181,7 @@ def test_model_protocol(tiny_snapshot: Path, tiny_f32: Path,
     assert details["gguf_bytes"] == tiny_f32.stat().st_size
 
 
+@pytest.mark.slow  # ~25 s: llama.cpp's quantizer on the tiny model
 @needs_llama
 def test_q8_0_is_llama_cpp_quantized(tiny_snapshot: Path, gguf_dir: Path, tiny_nano: Any) -> None:
     gguf = pytest.importorskip("gguf")

@@ -514,6 +514,9 @@ class ForOp(IRDLOperation):
             types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
         else:
             types = []
+        if len(types) != len(carried):
+            parser.raise_error(f"loop.for \"{name}\": {len(carried)} loop-carried values but "
+                               f"{len(types)} result types")
         attrs = parser.parse_optional_attr_dict_with_keyword()
         inits = [parser.resolve_operand(u, t)  # type: ignore[arg-type]
                  for (_, u), t in zip(carried, types, strict=True)]
