@@ -889,6 +889,8 @@ def graphs_campaign(count: int, seed: int, *, batch: int = 8, bindings: int = 4,
                                     "bindings": finding.bindings,
                                     "detail": finding.message[:400]})
     report.extra["graphs_with_findings"] = {k: len(v) for k, v in failed_graphs.items()}
+    # outputs whose pipelines differed only in two-NaN payloads (the stated limit)
+    report.extra["two_nan_payload_outputs"] = dict(total.two_nan_payloads)
     report.extra["primitives"] = dict(sorted(total.ops.items()))
     report.seconds = time.perf_counter() - start
     return report

@@ -510,6 +510,20 @@ def test_scheduled_matmul_keeps_nan_payloads() -> None:
     assert fg.same_bits(scheduled, fused)
 
 
+def test_pipeline_differences_are_classified() -> None:
+    """Only a payload difference between two NaNs is the stated two-NaN limit; a NaN
+    whose sign alone flipped (the fused-negation bug) or any non-NaN difference is
+    a finding."""
+    nan = np.array([0x7FC00001, 0x7FC00002, 0xFFC00001], np.uint32).view(np.float32)
+    one = np.ones(1, np.float32)
+    assert fg.two_nan_payload(nan[:1], nan[1:2])
+    assert not fg.two_nan_payload(nan[:1], nan[2:3])  # sign only
+    assert fg.nan_sign_only(nan[:1], nan[2:3])
+    assert not fg.two_nan_payload(nan[:1], one)
+    assert not fg.two_nan_payload(np.zeros(1, np.float32), -np.zeros(1, np.float32))
+    assert not fg.two_nan_payload(np.array([1, 2]), np.array([1, 3]))
+
+
 def test_regression_tests_exist() -> None:
     """Every bug kind the fuzzers know names a regression test that exists."""
     names = [*fuzz.NCOPT_REGRESSIONS.values(), *fuzz.SAFETENSORS_REGRESSIONS.values(),
