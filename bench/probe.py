@@ -7,7 +7,8 @@ normalised into a *machine* dict::
     {
       "ghz": 3.3,                                          # core clock while running
       "threads": [1, 2],
-      "bandwidth_gbs": {"1": 11.9, "2": 15.2},           # best pass, GB/s (1e9)
+      "bandwidth_gbs": {"1": 16.7, "2": 32.2},           # best pass, GB/s (1e9)
+      "bandwidth_by_loop_gbs": {"plain": {...}, "prefetch": {...}},
       "peak_gops": {                                       # best pass, Gop/s
         "mul_add_f32x8": {"1": 76.0, "2": 150.0},          # flop/s / 1e9
         "fma_f32x8": {...}, "fma_f32x16": {...},
@@ -176,6 +177,10 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
     if unverified:
         raise ProbeError(f"bandwidth sum did not verify at threads {unverified}")
     peaks: dict[str, dict[str, float]] = {}
+    loops = {
+        loop: {str(b["threads"]): b[f"gbs_{loop}"] for b in raw["bandwidth"]}
+        for loop in ("plain", "prefetch")
+    }
     clean = {"bandwidth": {str(b["threads"]): b["clean_passes"] for b in raw["bandwidth"]}}
     for k in raw["kernels"]:
         peaks.setdefault(k["name"], {})[str(k["threads"])] = k["gops"]
@@ -184,6 +189,7 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
         "ghz": raw["ghz_cpu"],  # per second of the probe thread's own CPU time
         "threads": sorted(int(t) for t in bandwidth),
         "bandwidth_gbs": bandwidth,
+        "bandwidth_by_loop_gbs": loops,
         "peak_gops": peaks,
         "clean_passes": clean,
         "probe": raw,
@@ -306,6 +312,8 @@ def _format_summary(machine: dict[str, Any], rooflines: dict[str, dict], prompt:
         f"{'read bandwidth GB/s':34}"
         + _cells(machine["bandwidth_gbs"], clean.get("bandwidth", {}), threads, "11.1f"),
     ]
+    for loop, per_thread in machine.get("bandwidth_by_loop_gbs", {}).items():
+        lines.append(f"{'  ' + loop + ' loop':34}" + _cells(per_thread, {}, threads, "11.1f"))
     for name, per_thread in machine["peak_gops"].items():
         unit = "GOP/s (int8)" if name.startswith("vnni") else "GFLOP/s"
         cells = _cells(per_thread, clean.get(name, {}), threads, "11.1f")

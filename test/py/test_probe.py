@@ -53,6 +53,10 @@ def test_quick_probe_json_is_complete(quick_machine):
     assert raw["buffer_bytes"] == 64 << 20
     assert [b["threads"] for b in raw["bandwidth"]] == [1, 2]
     assert all(b["verified"] for b in raw["bandwidth"])  # every byte was summed
+    for b in raw["bandwidth"]:
+        assert b["gbs"] == max(b["gbs_plain"], b["gbs_prefetch"])
+        assert b["passes_run"] >= 2 * raw["passes"]  # each loop at least --passes times
+        assert 0 <= b["clean_passes"] <= b["passes_run"]
     names = {k["name"] for k in raw["kernels"]}
     assert {"mul_add_f32x8", "fma_f32x8"} <= names
     flags = Path("/proc/cpuinfo").read_text()
@@ -97,7 +101,7 @@ def test_probe_rejects_bad_arguments():
 
 def test_unverified_bandwidth_is_refused():
     raw = {
-        "ghz": 3.0,
+        "ghz_cpu": 3.0,
         "bandwidth": [{"threads": 1, "gbs": 500.0, "verified": False}],
         "kernels": [],
     }
