@@ -177,7 +177,8 @@ class RegionEmitter:
             return out
         if isinstance(op, g.ReshapeOp):
             return reshape_index(kb, idx, op.result.type.dims, op.operand.type.dims)
-        raise NotImplementedError(f"fused kernels cannot read through {op.name}")
+        # fuse.py only puts views listed above into a region's read path.
+        raise AssertionError(f"internal: fused kernels cannot read through {op.name}")
 
     def _concat(self, op: g.ConcatOp, idx: list[SSAValue]) -> SSAValue:
         """One branch per operand: ``t < n0 ? a[t] : (t < n0+n1 ? b[t-n0] : ...)``."""

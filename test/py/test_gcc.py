@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -313,7 +312,6 @@ def test_sanitizer_recipe_reports_errors(tmp_path: Path, action: str, report: st
     lib = gcc.compile_library(OOB, cache_dir=tmp_path, sanitize=True)
     assert lib.sanitize
     env = {**os.environ, **gcc.sanitizer_env()}
-    start = time.perf_counter()
     child = subprocess.run(
         [sys.executable, "-c", SANITIZED_CHILD, str(tmp_path), OOB, action],
         env=env,
@@ -321,7 +319,6 @@ def test_sanitizer_recipe_reports_errors(tmp_path: Path, action: str, report: st
         text=True,
         timeout=120,
     )
-    assert time.perf_counter() - start < 120
     assert "in-bounds ok" in child.stdout, child.stderr
     if report is None:
         assert child.returncode == 0, child.stderr

@@ -133,3 +133,12 @@ def test_only_sources_with_a_name_are_impure() -> None:
     for op in g.Graph.operations:
         if op not in (g.InputOp, g.WeightOp, g.GraphFuncOp, g.ReturnOp, g.FusedYieldOp):
             assert op.has_trait(Pure), op.name
+
+
+def test_every_primitive_defines_its_result_type() -> None:
+    # GraphPrimitiveOp.infer is abstract: a primitive that forgot it would only
+    # fail when first built. Check all registered primitives up front.
+    primitives = [op for op in g.Graph.operations if issubclass(op, g.GraphPrimitiveOp)]
+    assert len(primitives) >= 26
+    missing = [op.name for op in primitives if op.infer is g.GraphPrimitiveOp.infer]
+    assert missing == []

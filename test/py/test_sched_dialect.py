@@ -286,3 +286,12 @@ def test_malformed_directive_is_a_verify_error_not_a_crash() -> None:
             '}) : () -> ()')
     with pytest.raises(VerifyException, match="property 'factor' expected"):
         _parse(text)
+
+
+def test_every_directive_maps_to_a_directive_record() -> None:
+    # DirectiveOp.to_directive is abstract: check every registered directive
+    # overrides it, so apply-schedule never meets the base method.
+    directives = [op for op in s.Sched.operations if issubclass(op, s.DirectiveOp)]
+    assert len(directives) == 7
+    missing = [op.name for op in directives if op.to_directive is s.DirectiveOp.to_directive]
+    assert missing == []
