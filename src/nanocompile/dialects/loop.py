@@ -42,6 +42,7 @@ from xdsl.dialects.builtin import (
     IntAttr,
     StringAttr,
     SymbolRefAttr,
+    VectorType,
 )
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue, TypeAttribute
 from xdsl.irdl import (
@@ -64,6 +65,10 @@ from xdsl.traits import IsolatedFromAbove, IsTerminator, NoTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from nanocompile.dialects.graph import DimAttr, ElementsAttr
+from nanocompile.dialects.loop_vector import VECTOR_OPS
+from nanocompile.dialects.loop_vector import SplatOp as SplatOp
+from nanocompile.dialects.loop_vector import VCmpOp as VCmpOp
+from nanocompile.dialects.loop_vector import VSelectOp as VSelectOp
 from nanocompile.dialects.syntax import parse_dim_expr
 from nanocompile.dtypes import DTYPES
 from nanocompile.symbolic import Expr, ExprLike
@@ -242,7 +247,8 @@ def _parse_access(parser: Parser) -> tuple[SSAValue, list[SSAValue], list[Expr],
     strides = _parse_dims(parser)
     parser.parse_punctuation(":")
     value_type = parser.parse_type()
-    ptr_v = parser.resolve_operand(ptr, PtrType.get(dtype_of_scalar(value_type)))
+    element = value_type.element_type if isinstance(value_type, VectorType) else value_type
+    ptr_v = parser.resolve_operand(ptr, PtrType.get(dtype_of_scalar(element)))
     return ptr_v, [parser.resolve_operand(i, IndexType()) for i in idx], strides, value_type
 
 
@@ -291,15 +297,21 @@ class _MemoryOp(IRDLOperation):
                 raise VerifyException(f"{self.name}: index #{i} has type {idx.type}, "
                                       "expected index")
         want = scalar_type(ptr.type.dtype.data)
-        if value_type != want:
+        element = value_type.element_type if isinstance(value_type, VectorType) else value_type
+        if element != want:
             raise VerifyException(f"{self.name}: a !loop.ptr<{ptr.type.dtype.data}> holds "
                                   f"{want}, not {value_type}")
+        if isinstance(value_type, VectorType) and (
+                len(value_type.get_shape()) != 1 or ptr.type.dtype.data != "f32"):
+            raise VerifyException(f"{self.name}: vector accesses are 1-d f32 vectors, "
+                                  f"not {value_type}")
 
 
 @irdl_op_definition
 class LoadOp(_MemoryOp):
     """``%x = loop.load %a[%i, %j] strides [896, 1] : f32`` reads
-    ``a[i*896 + j*1]``."""
+    ``a[i*896 + j*1]``; with a ``vector<8xf32>`` type it reads the 8
+    consecutive elements from there (lane ``l`` from ``a[i*896 + j + l]``)."""
 
     name = "loop.load"
     ptr = operand_def(PtrType)
@@ -307,11 +319,18 @@ class LoadOp(_MemoryOp):
     result = result_def()
 
     def __init__(self, ptr: SSAValue, indices: Sequence[SSAValue],
-                 strides: Sequence[ExprLike]) -> None:
+                 strides: Sequence[ExprLike], lanes: int | None = None) -> None:
         assert isinstance(ptr.type, PtrType)
+        element = scalar_type(ptr.type.dtype.data)
         super().__init__(operands=[ptr, list(indices)],
                          properties={"strides": _dims_attr(strides)},
-                         result_types=[scalar_type(ptr.type.dtype.data)])
+                         result_types=[element if lanes is None
+                                       else VectorType(element, [lanes])])
+
+    @property
+    def lanes(self) -> int | None:
+        t = self.result.type
+        return t.get_shape()[0] if isinstance(t, VectorType) else None
 
     def verify_(self) -> None:
         self._check(self.ptr, self.indices, self.result.type)
@@ -322,8 +341,9 @@ class LoadOp(_MemoryOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> LoadOp:
-        ptr, indices, strides, _ = _parse_access(parser)
-        return cls(ptr, indices, strides)
+        ptr, indices, strides, value_type = _parse_access(parser)
+        lanes = value_type.get_shape()[0] if isinstance(value_type, VectorType) else None
+        return cls(ptr, indices, strides, lanes)
 
 
 @irdl_op_definition
@@ -960,6 +980,6 @@ def dtype_of_scalar(t: Attribute) -> str:
 Loop = Dialect(
     "loop",
     [KernelOp, ForOp, IfOp, YieldOp, LoadOp, StoreOp, SymOp, CheckOp,
-     ProgramOp, BufferOp, ViewOp, RequireOp, LaunchOp, OutputOp],
+     ProgramOp, BufferOp, ViewOp, RequireOp, LaunchOp, OutputOp, *VECTOR_OPS],
     [PtrType, BufType, ViewType, LayoutAttr, FootprintAttr],
 )

@@ -30,6 +30,7 @@ from nanocompile.schedule.primitives import (
     split,
     unroll,
 )
+from nanocompile.schedule.vectorize import vectorize
 
 
 class NotImplementedDirective(ScheduleError):
@@ -49,6 +50,8 @@ def apply_directives(kernel: loop.KernelOp, schedule: sched.ScheduleOp) -> loop.
             reorder(copy, list(directive.loops))
         elif isinstance(directive, sched.Unroll):
             unroll(copy, directive.loop, directive.factor)
+        elif isinstance(directive, sched.Vectorize):
+            vectorize(copy, directive.loop, directive.width)
         else:
             raise NotImplementedDirective(
                 f"@{kernel.sym_name.data}: {type(directive).__name__.lower()} is not "

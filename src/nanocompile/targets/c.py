@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     ModuleOp,
+    VectorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.target import Target
@@ -41,6 +42,7 @@ from xdsl.utils.target import Target
 from nanocompile.dialects import loop
 from nanocompile.dtypes import numpy_dtype
 from nanocompile.symbolic import Expr
+from nanocompile.targets.c_vector import AVX2_PRELUDE, vector_c_type, vector_expr, vector_prefix
 
 
 class EmitError(ValueError):
@@ -83,6 +85,8 @@ static inline float nc_bf16(uint16_t bits) {
 
 
 def c_type(t: Attribute) -> str:
+    if isinstance(t, VectorType):
+        return vector_c_type(t)
     if isinstance(t, IndexType):
         return "int64_t"
     if isinstance(t, IntegerType):
@@ -168,6 +172,8 @@ class CEmitter:
 
     def emit_module(self, module: ModuleOp) -> str:
         parts = [PRELUDE]
+        if any(isinstance(r.type, VectorType) for op in module.walk() for r in op.results):
+            parts.append(AVX2_PRELUDE)
         if any(isinstance(op, loop.ForOp) and op.parallel is not None for op in module.walk()):
             from nanocompile.backend.pool import POOL_C
 
@@ -214,7 +220,11 @@ class CEmitter:
             return
         if isinstance(op, loop.StoreOp):
             idx = index_c([f[i] for i in op.indices], op.stride_exprs)
-            f.lines.append(f"{pad}{f[op.ptr]}[{idx}] = {f[op.value]};")
+            if isinstance(op.value.type, VectorType):
+                p = vector_prefix(op.value.type)
+                f.lines.append(f"{pad}{p}_storeu_ps(&{f[op.ptr]}[{idx}], {f[op.value]});")
+            else:
+                f.lines.append(f"{pad}{f[op.ptr]}[{idx}] = {f[op.value]};")
             return
         if isinstance(op, loop.CheckOp):
             fail = (f"{{ __atomic_store_n(&ctx->rc, {op.code.data}, __ATOMIC_RELAXED); return; }}"
@@ -249,8 +259,14 @@ class CEmitter:
         body = _Function(f.names, [], f.counter, f.kernel, f.types, f.tasks, in_task=True,
                          symbols=f.symbols)
         iv = body.fresh(op.iv, "i")
-        body.lines.append(f"  for (int64_t {iv} = {f[op.lb]} + b_; {iv} < {f[op.lb]} + e_; "
-                          f"++{iv}) {{  /* {op.loop_name.data} (parallel) */")
+        step = op.step.data
+        if step == 1:
+            body.lines.append(f"  for (int64_t {iv} = {f[op.lb]} + b_; {iv} < {f[op.lb]} + e_; "
+                              f"++{iv}) {{  /* {op.loop_name.data} (parallel) */")
+        else:  # chunks count iterations; iteration j is index lb + j * step
+            body.lines.append(f"  for (int64_t j_ = b_; j_ < e_; ++j_) {{  "
+                              f"/* {op.loop_name.data} (parallel, step {step}) */")
+            body.lines.append(f"  const int64_t {iv} = {f[op.lb]} + j_ * INT64_C({step});")
         for inner in op.body.block.ops:
             self._emit_op(inner, body, 2)
         body.lines.append("  }")
@@ -259,8 +275,10 @@ class CEmitter:
         f.tasks.append("\n".join([*head, *body.lines, "}", ""]) + "\n")
         init = ", ".join(f".{name} = {name}" for name, _ in fields)
         f.lines.append(f"{pad}struct {struct} ctx{n} = {{{init}{', ' if init else ''}.rc = 0}};")
-        f.lines.append(f"{pad}nc_parallel_for({f[op.ub]} - {f[op.lb]}, {op.parallel.data}, "
-                       f"{task}, &ctx{n});")
+        trips = (f"{f[op.ub]} - {f[op.lb]}" if op.step.data == 1 else
+                 f"({f[op.ub]} - {f[op.lb]} + INT64_C({op.step.data - 1})) / "
+                 f"INT64_C({op.step.data})")
+        f.lines.append(f"{pad}nc_parallel_for({trips}, {op.parallel.data}, {task}, &ctx{n});")
         f.lines.append(f"{pad}if (ctx{n}.rc != 0) return ctx{n}.rc;")
 
     def _emit_for(self, op: loop.ForOp, f: _Function, depth: int) -> None:
@@ -310,7 +328,12 @@ class CEmitter:
         if isinstance(op, loop.LoadOp):
             ptr = f[op.ptr]
             value = f"{ptr}[{index_c([f[i] for i in op.indices], op.stride_exprs)}]"
-            return value
+            if op.lanes is None:
+                return value
+            return f"{vector_prefix(op.result.type)}_loadu_ps(&{value})"  # type: ignore
+        vector = vector_expr(op, f.__getitem__)
+        if vector is not None:
+            return vector
         if isinstance(op, loop.SymOp):
             return op.symbol.data
         if isinstance(op, arith.ConstantOp):

@@ -1,0 +1,412 @@
+"""The ``vectorize`` schedule primitive: ``W`` iterations of a loop as the
+lanes of one f32 vector.
+
+The loop ``name`` over ``[lb, ub)`` becomes a main loop over ``[lb, mid)``
+with step ``W`` whose body computes iterations ``i .. i + W - 1`` at once
+(iteration ``i + l`` in lane ``l``), then the unchanged scalar body over
+``[mid, ub)`` (the tail, loop ``<name>_tail``; its nested loops get the same
+suffix). Each lane executes exactly the operations the scalar iteration
+executes, in the same order, so the result is bitwise the scalar one:
+
+* a value that does not depend on the lane (*uniform*) is computed once, as
+  a scalar, and broadcast (``loop.splat``) where a lane-varying op uses it;
+* an index that varies with the lane must be ``base + lane`` (coefficient
+  one); it may only address memory at a position with stride 1 (consecutive
+  lanes read consecutive elements), or pass through ``divsi``/``remsi`` by a
+  tile ``T`` when its base is a known multiple of ``T`` and ``W`` divides
+  ``T`` (a packed weight's column ``n / T``, ``n % T``);
+* a loop nested in the vectorized one keeps its order; its loop-carried
+  values become vectors, so lane ``l`` sums its own terms in the scalar order.
+
+Refused, leaving the kernel untouched (each a ``ScheduleError`` subclass):
+a loop that carries values itself (a reduction across lanes), integer index
+arithmetic that differs per lane other than the forms above, a lane-varying
+index at a stride other than 1, a store whose address does not depend on the
+lane, a ``loop.if`` or ``loop.check`` whose condition depends on the lane (a
+blend would load both branches), and lane-varying values of a type or op
+without an exact vector form (bf16 and integer data, casts).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import IndexType, IntegerAttr, VectorType, f32
+from xdsl.ir import Block, Operation, SSAValue
+
+from nanocompile.dialects import loop
+from nanocompile.schedule.primitives import (
+    CarriesValues,
+    NameTaken,
+    ScheduleError,
+    _clone_body,
+    _hoist_point,
+    _insert_before,
+    _names,
+    find_loop,
+)
+
+WIDTHS = (4, 8, 16)
+_HUGE = 1 << 40  # the alignment of 0: a multiple of everything
+
+
+class NotVectorizable(ScheduleError):
+    """The loop body has no exact vector form."""
+
+
+class CrossLaneReduction(CarriesValues, NotVectorizable):
+    """Precondition 2: the loop carries a value (a sum across iterations would
+    become a sum across lanes)."""
+
+
+class LaneIndexArithmetic(NotVectorizable):
+    """Precondition 3: integer index arithmetic that differs per lane in a way
+    a vector cannot express (a coefficient other than 1, a per-lane compare,
+    a division that splits the lanes)."""
+
+
+class NonContiguous(NotVectorizable):
+    """Precondition 4: a lane-varying index addresses memory at a stride other
+    than 1 (or at two positions): the lanes would not be consecutive."""
+
+
+class UniformStore(NotVectorizable):
+    """Precondition 5: a store's address does not depend on the lane: every
+    lane would write the same element."""
+
+
+class LaneBranch(NotVectorizable):
+    """Precondition 6: a ``loop.if`` or ``loop.check`` depends on the lane; a
+    blend would execute (and load) both branches."""
+
+
+class NoVectorForm(NotVectorizable):
+    """Precondition 7: a lane-varying value of a type or op with no exact
+    vector form (integer or bf16 data, casts)."""
+
+
+@dataclass(frozen=True)
+class Lane:
+    """An index value: ``base + coef * lane``, ``base`` a multiple of ``align``."""
+
+    coef: int
+    align: int
+
+
+_FLOAT_BINARY = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.MaximumfOp)
+_FLOAT_UNARY = (arith.NegfOp, xmath.ExpOp, xmath.SqrtOp, xmath.SinOp, xmath.CosOp)
+
+
+def _const_int(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return int(owner.value.value.data)
+    return None
+
+
+def outside_align(value: SSAValue) -> int:
+    """A known divisor of an index value defined outside the vectorized loop."""
+    c = _const_int(value)
+    if c is not None:
+        return abs(c) if c else _HUGE
+    owner = value.owner
+    if isinstance(owner, arith.MuliOp):
+        return min(_HUGE, outside_align(owner.lhs) * outside_align(owner.rhs))
+    if isinstance(owner, arith.AddiOp | arith.SubiOp):
+        return math.gcd(outside_align(owner.lhs), outside_align(owner.rhs))
+    if isinstance(owner, Block) and isinstance(owner.parent_op(), loop.ForOp):
+        for_op = owner.parent_op()
+        assert isinstance(for_op, loop.ForOp)
+        if value is for_op.iv:
+            return math.gcd(outside_align(for_op.lb), for_op.step.data)
+    return 1
+
+
+class _Analysis:
+    """Which values of the loop body vary with the lane (checked, never changed)."""
+
+    def __init__(self, target: loop.ForOp, width: int) -> None:
+        self.target, self.width = target, width
+        self.index: dict[SSAValue, Lane] = {}
+        self.varying: set[SSAValue] = set()
+        self.where = f"vectorize '{target.loop_name.data}'"
+        self.index[target.iv] = Lane(1, math.gcd(outside_align(target.lb), width))
+
+    def lane(self, value: SSAValue) -> Lane:
+        if value in self.index:
+            return self.index[value]
+        return Lane(0, outside_align(value))
+
+    def varies(self, value: SSAValue) -> bool:
+        return value in self.varying or self.lane(value).coef != 0
+
+    def run(self) -> None:
+        self.block(self.target.body.block)
+
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            self.op(op)
+
+    def op(self, op: Operation) -> None:  # noqa: C901 (one dispatch over op kinds)
+        if isinstance(op, loop.ForOp):
+            self.nested_for(op)
+        elif isinstance(op, loop.IfOp):
+            self.if_op(op)
+        elif isinstance(op, loop.LoadOp):
+            if self.access(op, op.ptr, op.indices, op.stride_exprs) is not None:
+                if op.ptr.type.dtype.data != "f32":  # type: ignore[attr-defined]
+                    raise NoVectorForm(f"{self.where}: a lane-varying load of "
+                                       f"{op.ptr.type.dtype.data} data")  # type: ignore
+                self.varying.add(op.result)
+        elif isinstance(op, loop.StoreOp):
+            if self.access(op, op.ptr, op.indices, op.stride_exprs) is None:
+                raise UniformStore(f"{self.where}: a store's address does not depend on "
+                                   "the lane")
+            if op.value.type != f32:
+                raise NoVectorForm(f"{self.where}: a lane-varying store of {op.value.type}")
+        elif isinstance(op, loop.CheckOp):
+            if self.varies(op.cond):
+                raise LaneBranch(f"{self.where}: a loop.check depends on the lane")
+        elif isinstance(op, loop.YieldOp):
+            return
+        elif op.results and isinstance(op.results[0].type, IndexType):
+            self.index[op.results[0]] = self.index_op(op)
+        elif isinstance(op, (*_FLOAT_BINARY, *_FLOAT_UNARY, arith.CmpfOp, arith.SelectOp)):
+            if any(self.varies(v) for v in op.operands):
+                self.varying.update(op.results)
+        elif any(self.varies(v) for v in op.operands):
+            kind = "integer" if isinstance(op, arith.CmpiOp) else "vector"
+            error = LaneIndexArithmetic if kind == "integer" else NoVectorForm
+            raise error(f"{self.where}: {op.name} on lane-varying values has no exact "
+                        f"{kind} form")
+
+    def index_op(self, op: Operation) -> Lane:
+        operands = [self.lane(v) for v in op.operands]
+        if all(lane.coef == 0 for lane in operands):
+            return Lane(0, self._uniform_align(op, operands))
+        c = [_const_int(v) for v in op.operands]
+        if isinstance(op, arith.AddiOp):
+            coef = operands[0].coef + operands[1].coef
+            if coef == 1:
+                return Lane(1, math.gcd(operands[0].align, operands[1].align))
+        elif isinstance(op, arith.SubiOp) and operands[1].coef == 0:
+            return Lane(1, math.gcd(operands[0].align, operands[1].align))
+        elif isinstance(op, arith.MuliOp) and 1 in c:
+            return operands[c.index(1) ^ 1]
+        elif isinstance(op, arith.DivSIOp | arith.RemSIOp) and operands[1].coef == 0:
+            tile = c[1]
+            if tile is not None and tile > 0 and operands[0].align % tile == 0 \
+                    and tile % self.width == 0:
+                if isinstance(op, arith.DivSIOp):
+                    return Lane(0, 1)
+                return Lane(1, tile)
+        raise LaneIndexArithmetic(f"{self.where}: {op.name} makes an index that differs "
+                                  "per lane in a way no vector load can follow")
+
+    @staticmethod
+    def _uniform_align(op: Operation, operands: list[Lane]) -> int:
+        c = _const_int(op.results[0])
+        if c is not None:
+            return abs(c) if c else _HUGE
+        if isinstance(op, arith.MuliOp):
+            return min(_HUGE, operands[0].align * operands[1].align)
+        if isinstance(op, arith.AddiOp | arith.SubiOp):
+            return math.gcd(operands[0].align, operands[1].align)
+        return 1
+
+    def access(self, op: Operation, ptr: SSAValue, indices: tuple[SSAValue, ...] | list,
+               strides: tuple) -> int | None:
+        """The position of the lane-varying index (None: uniform address)."""
+        varying = [k for k, idx in enumerate(indices) if self.lane(idx).coef != 0
+                   and strides[k] != 0]
+        if not varying:
+            return None
+        if len(varying) > 1 or strides[varying[0]] != 1:
+            raise NonContiguous(f"{self.where}: {op.name} of %{ptr.name_hint or 'arg'} "
+                                f"steps by {' + '.join(str(strides[k]) for k in varying)} "
+                                "elements per lane, not 1")
+        return varying[0]
+
+    def nested_for(self, op: loop.ForOp) -> None:
+        if self.varies(op.lb) or self.varies(op.ub):
+            raise LaneIndexArithmetic(f"{self.where}: the bounds of loop "
+                                      f"'{op.loop_name.data}' differ per lane")
+        self.index[op.iv] = Lane(0, 1)
+        for arg, init in zip(op.iter_args, op.inits, strict=True):
+            if self.varies(init):
+                self.varying.add(arg)
+        while True:
+            self.block(op.body.block)
+            yielded = op.body.block.last_op
+            assert isinstance(yielded, loop.YieldOp)
+            grown = [a for a, v in zip(op.iter_args, yielded.values, strict=True)
+                     if self.varies(v) and a not in self.varying]
+            if not grown:
+                break
+            self.varying.update(grown)
+        for arg, res in zip(op.iter_args, op.res, strict=True):
+            if arg in self.varying:
+                if arg.type != f32:
+                    raise NoVectorForm(f"{self.where}: loop '{op.loop_name.data}' carries a "
+                                       f"lane-varying {arg.type}")
+                self.varying.add(res)
+
+    def if_op(self, op: loop.IfOp) -> None:
+        if self.varies(op.cond):
+            raise LaneBranch(f"{self.where}: a loop.if's condition depends on the lane (a "
+                             "blend would execute both branches and their loads)")
+        for region in (op.then_region, op.else_region):
+            self.block(region.block)
+        if any(self.varies(v) for region in (op.then_region, op.else_region)
+               for inner in region.block.walk() for v in inner.operands):
+            raise LaneBranch(f"{self.where}: a loop.if computes lane-varying values")
+
+
+class _Builder:
+    """Builds the vector body from a checked analysis."""
+
+    def __init__(self, analysis: _Analysis) -> None:
+        self.a = analysis
+        self.width = analysis.width
+        self.map: dict[SSAValue, SSAValue] = {}
+
+    def get(self, value: SSAValue) -> SSAValue:
+        return self.map.get(value, value)
+
+    def vec(self, value: SSAValue, into: Block) -> SSAValue:
+        """``value`` as a vector: itself when lane-varying, else broadcast."""
+        new = self.get(value)
+        if isinstance(new.type, VectorType):
+            return new
+        splat = loop.SplatOp(new, self.width)
+        into.add_op(splat)
+        return splat.result
+
+    def block(self, old: Block, into: Block) -> None:
+        for op in old.ops:
+            self.op(op, into)
+
+    def op(self, op: Operation, into: Block) -> None:
+        a = self.a
+        if isinstance(op, loop.YieldOp):
+            into.add_op(loop.YieldOp(*[self.get(v) for v in op.values]))
+            return
+        if isinstance(op, loop.ForOp):
+            self.nested_for(op, into)
+            return
+        if isinstance(op, loop.LoadOp) and op.result in a.varying:
+            new: Operation = loop.LoadOp(self.get(op.ptr), [self.get(i) for i in op.indices],
+                                         op.stride_exprs, self.width)
+        elif isinstance(op, loop.StoreOp):
+            value = self.vec(op.value, into)
+            new = loop.StoreOp(value, self.get(op.ptr), [self.get(i) for i in op.indices],
+                               op.stride_exprs)
+        elif op.results and op.results[0] in a.varying:
+            new = self.vector_op(op, into)
+        else:
+            new = op.clone(value_mapper=self.map)
+        into.add_op(new)
+        for old, res in zip(op.results, new.results, strict=True):
+            self.map[old] = res
+
+    def vector_op(self, op: Operation, into: Block) -> Operation:
+        if isinstance(op, arith.CmpfOp):
+            pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
+            return loop.VCmpOp(pred, self.vec(op.lhs, into), self.vec(op.rhs, into))
+        if isinstance(op, arith.SelectOp):
+            return loop.VSelectOp(self.get(op.cond), self.vec(op.lhs, into),
+                                  self.vec(op.rhs, into))
+        if isinstance(op, _FLOAT_BINARY):
+            return type(op)(self.vec(op.operands[0], into), self.vec(op.operands[1], into))
+        assert isinstance(op, _FLOAT_UNARY)
+        return type(op)(self.vec(op.operands[0], into))
+
+    def nested_for(self, op: loop.ForOp, into: Block) -> None:
+        inits = [self.vec(v, into) if arg in self.a.varying else self.get(v)
+                 for arg, v in zip(op.iter_args, op.inits, strict=True)]
+        body = Block(arg_types=[IndexType(), *[v.type for v in inits]])
+        self.map[op.iv] = body.args[0]
+        for old, new in zip(op.iter_args, body.args[1:], strict=True):
+            self.map[old] = new
+        for inner in op.body.block.ops:
+            if isinstance(inner, loop.YieldOp):
+                values = [self.vec(v, body) if arg in self.a.varying else self.get(v)
+                          for arg, v in zip(op.iter_args, inner.values, strict=True)]
+                body.add_op(loop.YieldOp(*values))
+            else:
+                self.op(inner, body)
+        new = loop.ForOp(op.loop_name.data, self.get(op.lb), self.get(op.ub), body, inits,
+                         op.step.data)
+        into.add_op(new)
+        for old, res in zip(op.res, new.res, strict=True):
+            self.map[old] = res
+
+
+def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
+    """Run ``width`` consecutive iterations of loop ``name`` as vector lanes
+    (main loop with step ``width``, scalar tail ``<name>_tail``).
+
+    Preconditions (each a typed ``ScheduleError``; the kernel is unchanged
+    when one fails): 1. the loop exists (``LoopNotFound``), has step 1 and
+    ``width`` is 4, 8 or 16; 2. it carries no values (``CrossLaneReduction``);
+    3. lane-varying index arithmetic is ``base + lane`` or a divide/remainder
+    by an aligned tile (``LaneIndexArithmetic``); 4. lane-varying addresses
+    have stride 1 (``NonContiguous``); 5. every store's address depends on the
+    lane (``UniformStore``); 6. no ``loop.if``/``loop.check`` depends on the
+    lane (``LaneBranch``); 7. lane-varying values are f32 with float ops
+    (``NoVectorForm``); 8. the tail's loop names are free (``NameTaken``).
+
+    Bitwise: lane ``l`` performs the scalar iteration ``i + l``'s operations in
+    order with the same rounding (see ``targets/c_vector.py``); the tail runs
+    the scalar body.
+    """
+    target = find_loop(kernel, name)
+    if width not in WIDTHS:
+        raise ScheduleError(f"vectorize '{name}': width must be one of {list(WIDTHS)}, "
+                            f"got {width}")
+    if target.step.data != 1:
+        raise ScheduleError(f"vectorize '{name}': step {target.step.data} is not 1")
+    if target.inits:
+        raise CrossLaneReduction(f"vectorize '{name}': the loop carries {len(target.inits)} "
+                                 "value(s): a reduction across iterations would run across "
+                                 "lanes")
+    if target.parallel is not None:
+        raise ScheduleError(f"vectorize '{name}': the loop is parallel (vectorize its body's "
+                            "loop, or vectorize before parallel)")
+    analysis = _Analysis(target, width)
+    analysis.run()
+    nested = [op.loop_name.data for op in target.body.walk() if isinstance(op, loop.ForOp)]
+    tail_names = {f"{n}_tail" for n in [name, *nested]}
+    taken = _names(kernel) & tail_names
+    if taken:
+        raise NameTaken(f"vectorize '{name}': loop name(s) {sorted(taken)} already used")
+
+    lb, ub = target.lb, target.ub
+    w = arith.ConstantOp(IntegerAttr(width, IndexType()))
+    n = arith.SubiOp(ub, lb)
+    whole = arith.DivSIOp(n, w)
+    span = arith.MuliOp(whole, w)
+    mid = arith.AddiOp(lb, span)
+    _insert_before(_hoist_point(target, [lb, ub]), [w, n, whole, span, mid])
+
+    builder = _Builder(analysis)
+    body = Block(arg_types=[IndexType()])
+    builder.map[target.iv] = body.args[0]
+    builder.block(target.body.block, body)
+    main = loop.ForOp(name, lb, mid.result, body, [], width)
+
+    lo, hi = _const_int(lb), _const_int(ub)
+    ops: list[Operation] = [main]
+    if lo is None or hi is None or (hi - lo) % width:
+        tail_block = Block(arg_types=[IndexType()])
+        _clone_body(target.body.block, {target.iv: tail_block.args[0]}, tail_block)
+        for op in tail_block.walk():
+            if isinstance(op, loop.ForOp):
+                op.properties["name"] = type(op.loop_name)(f"{op.loop_name.data}_tail")
+        ops.append(loop.ForOp(f"{name}_tail", mid.result, ub, tail_block))
+    _insert_before(target, ops)
+    target.detach()
+    target.erase()

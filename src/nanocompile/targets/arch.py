@@ -1,0 +1,71 @@
+"""The target architecture: which vector code the schedules may ask for.
+
+``Arch`` names an instruction set the C target can print vector loops for,
+and its f32 vector width. ``host_arch()`` reads the CPU's flags (Linux
+``/proc/cpuinfo``) or ``NANOCOMPILE_ARCH`` (``scalar`` or ``avx2``) to
+override it; the default schedules vectorize only when the arch has vectors.
+AVX2+VNNI and AVX-512 are named here for the int8 and 16-lane phases that
+follow; the C target prints 8-lane AVX2 today.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Arch:
+    """An instruction set: its name, f32 lanes per vector (1: scalar) and the
+    CPU flags it needs."""
+
+    name: str
+    f32_lanes: int
+    cpu_flags: tuple[str, ...]
+
+    @property
+    def vector(self) -> bool:
+        return self.f32_lanes > 1
+
+
+SCALAR = Arch("scalar", 1, ())
+AVX2 = Arch("avx2", 8, ("avx2",))
+ARCHES = {a.name: a for a in (SCALAR, AVX2)}
+
+
+class ArchError(ValueError):
+    """An unknown arch name, or one this CPU cannot run."""
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The flags of the first CPU listed (empty when the file is unreadable)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def arch_named(name: str, flags: frozenset[str] | None = None) -> Arch:
+    """The arch called ``name``, checked against the CPU's flags."""
+    arch = ARCHES.get(name)
+    if arch is None:
+        raise ArchError(f"unknown arch '{name}', expected one of {', '.join(ARCHES)}")
+    missing = [f for f in arch.cpu_flags if f not in (cpu_flags() if flags is None else flags)]
+    if missing:
+        raise ArchError(f"arch '{name}' needs CPU flags {', '.join(missing)}, which this "
+                        "CPU does not report")
+    return arch
+
+
+def host_arch() -> Arch:
+    """``NANOCOMPILE_ARCH`` if set, else the widest arch this CPU runs."""
+    override = os.environ.get("NANOCOMPILE_ARCH")
+    if override:
+        return arch_named(override)
+    flags = cpu_flags()
+    return AVX2 if "avx2" in flags else SCALAR
