@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 from nanocompile.backend.runtime import CompiledProgram
 from nanocompile.ir_checks import check_dominance
 from nanocompile.passes.lower_graph_to_loop import LowerGraphToLoopPass
+from nanocompile.targets.arch import Arch
 from nanocompile.targets.c import CEmitter
 
 STAGES = ("graph", "fused", "loop", "scheduled", "c")
@@ -66,29 +67,31 @@ def lower_to_loop(graph: ModuleOp) -> ModuleOp:
     return module
 
 
-def schedule_loop(loop_module: ModuleOp) -> tuple[ModuleOp, list[str]]:
+def schedule_loop(loop_module: ModuleOp, arch: Arch | None = None
+                  ) -> tuple[ModuleOp, list[str]]:
     """A copy of ``loop_module`` with the default schedules applied (phase 4), and
-    why any kernel kept its unscheduled form. Schedules never change a result
-    bit; a kernel whose schedule fails a precondition falls back to serial."""
-    from nanocompile.dialects import loop
-    from nanocompile.passes.apply_schedule import apply_directives
-    from nanocompile.schedule.defaults import default_schedule
+    why candidates were refused. Each kernel gets the first of its candidate
+    schedules whose preconditions hold (``schedule.defaults``), else stays as
+    it is. Schedules never change a result bit."""
+    from nanocompile.dialects import loop, sched
+    from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
+    from nanocompile.schedule.defaults import default_schedules
+    from nanocompile.schedule.pack import PackPlan
     from nanocompile.schedule.primitives import ScheduleError
 
     module = loop_module.clone()
     fallbacks = []
     for kernel in [op for op in module.ops if isinstance(op, loop.KernelOp)]:
-        schedule = default_schedule(kernel)
-        if schedule is None:
-            continue
-        try:
-            scheduled = apply_directives(kernel, schedule)
-        except ScheduleError as e:
-            fallbacks.append(str(e))
-            continue
-        module.body.block.insert_op_before(scheduled, kernel)
-        kernel.detach()
-        kernel.erase()
+        for directives in default_schedules(kernel, arch):
+            schedule = sched.ScheduleOp.from_directives(kernel.sym_name.data, directives)
+            packs: list[PackPlan] = []
+            try:
+                scheduled = apply_directives(kernel, schedule, module, packs)
+            except ScheduleError as e:
+                fallbacks.append(str(e))
+                continue
+            replace_kernel(module, kernel, scheduled, packs)
+            break
     module.verify()
     return module, fallbacks
 

@@ -31,6 +31,7 @@ from nanocompile.schedule.primitives import (
     SharedWrite,
     parallel,
 )
+from nanocompile.targets.arch import AVX2
 
 KERNEL = """
 loop.kernel @k(%0: !loop.ptr<f32>, %1: !loop.ptr<f32>) syms ["n"] access ["w", "r"]
@@ -111,14 +112,20 @@ def _module(layers: int | None = None) -> ModuleOp:
 
 
 def test_default_schedules_parallelize_the_matmuls() -> None:
-    scheduled, fallbacks = schedule_loop(_module(1))
-    assert fallbacks == []
+    scheduled, fallbacks = schedule_loop(_module(1), AVX2)
+    # refused candidates: vectorizing RoPE, the causal mask and the scores
+    # (per-lane index compares), each falling back to the next candidate
+    assert all("vectorize" in f for f in fallbacks), fallbacks
     parallel_kernels = sorted(op.sym_name.data for op in scheduled.ops
                               if isinstance(op, loop.KernelOp) and any(
                                   isinstance(f, loop.ForOp) and f.parallel is not None
                                   for f in op.walk()))
     # q, k/v, o and down projections, gate/up, LM head, scores, context
     assert len(parallel_kernels) == 8
+    packed = {op.kernel_name for p in scheduled.ops if isinstance(p, loop.ProgramOp)
+              for op in p.launches() for v in op.views
+              if v.owner.source.owner.kind.data == "packed"}
+    assert len(packed) == 6  # q, k/v, o, gate/up, down, LM head: packed and vectorized
 
 
 def _bitwise_at_threads(directory: Path, steps: list[int]) -> None:

@@ -120,8 +120,10 @@ class CompiledProgram:
         self._checks = _check_messages(module)
         self._requirements = self.program.requirements()
         self._weights = self._bind_weights(weights)
-        self._io_order = [(b.kind.data, b.buffer_name.data) for b in self.program.buffers()
-                          if b.buffer_name is not None]
+        self._packed = self._pack_weights()
+        self._io_order = [(b.kind.data, b.buffer_name.data if b.tile is None
+                           else (b.buffer_name.data, b.tile.data))
+                          for b in self.program.buffers() if b.buffer_name is not None]
         self.calls = 0
 
     def _bind_weights(self, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -135,6 +137,21 @@ class CompiledProgram:
                 raise ArgumentError(f"weight '{wname}' must be C-contiguous")
             bound[wname] = arr
         return bound
+
+    def _pack_weights(self) -> dict[tuple[str, int], np.ndarray]:
+        """The packed copies (``sched.pack``): ``[N, K]`` as ``[N / T, K, T]``."""
+        packed = {}
+        for buf in self.program.buffers():
+            if buf.kind.data != "packed":
+                continue
+            assert buf.buffer_name is not None
+            assert buf.tile is not None
+            name, tile = buf.buffer_name.data, buf.tile.data
+            weight = self._weights[name]
+            n, k = weight.shape
+            packed[(name, tile)] = np.ascontiguousarray(
+                weight.reshape(n // tile, tile, k).transpose(0, 2, 1))
+        return packed
 
     def set_threads(self, n: int) -> int:
         """Threads of this library's pool (1..256; 0: the default). A program
@@ -198,7 +215,8 @@ class CompiledProgram:
             self._arena = np.zeros(plan.size + 64, np.uint8)
         base = self._arena.ctypes.data
         arena_ptr = base + (-base % 64)
-        arrays = {"input": inputs, "weight": self._weights, "output": outputs}
+        arrays = {"input": inputs, "weight": self._weights, "output": outputs,
+                  "packed": self._packed}
         io = [arrays[kind][bname] for kind, bname in self._io_order]
         io_array = (ctypes.c_void_p * max(1, len(io)))(*[a.ctypes.data for a in io])
         syms = (ctypes.c_int64 * max(1, len(self._symbols)))(

@@ -687,31 +687,37 @@ class KernelOp(IRDLOperation):
 # Program-level ops
 # --------------------------------------------------------------------------
 
-BUFFER_KINDS = ("input", "weight", "output", "const", "temp")
+BUFFER_KINDS = ("input", "weight", "output", "const", "temp", "packed")
 
 
 @irdl_op_definition
 class BufferOp(IRDLOperation):
     """A buffer of the program: a graph input, weight or output (by name), a
-    constant (with its values) or a temporary (placed in the arena).
+    constant (with its values), a temporary (placed in the arena) or a packed
+    copy of a weight (``sched.pack``: made by the runtime when it binds the
+    weight; ``[N, K]`` becomes ``[N / tile, K, tile]``).
 
     ``%b = loop.buffer temp : !loop.buf<[seq, 896], f32>``,
-    ``%w = loop.buffer weight "model.norm.weight" : !loop.buf<[896], f32>``
+    ``%w = loop.buffer weight "model.norm.weight" : !loop.buf<[896], f32>``,
+    ``%p = loop.buffer packed "lm_head.weight" tile 8 : !loop.buf<[112, 896, 8], f32>``
     """
 
     name = "loop.buffer"
     kind = prop_def(StringAttr)
     buffer_name = opt_prop_def(StringAttr, prop_name="name")
     value = opt_prop_def(ElementsAttr)
+    tile = opt_prop_def(IntAttr)
     result = result_def(BufType)
 
     def __init__(self, kind: str, buf_type: BufType, name: str | None = None,
-                 value: ElementsAttr | None = None) -> None:
+                 value: ElementsAttr | None = None, tile: int | None = None) -> None:
         props: dict[str, Attribute] = {"kind": StringAttr(kind)}
         if name is not None:
             props["name"] = StringAttr(name)
         if value is not None:
             props["value"] = value
+        if tile is not None:
+            props["tile"] = IntAttr(tile)
         super().__init__(properties=props, result_types=[buf_type])
 
     def verify_(self) -> None:
@@ -719,7 +725,15 @@ class BufferOp(IRDLOperation):
         if kind not in BUFFER_KINDS:
             raise VerifyException(f"loop.buffer: unknown kind '{kind}', expected one of "
                                   f"{', '.join(BUFFER_KINDS)}")
-        named = kind in ("input", "weight", "output")
+        named = kind in ("input", "weight", "output", "packed")
+        if (kind == "packed") != (self.tile is not None):
+            raise VerifyException(f"loop.buffer {kind}: a tile is "
+                                  f"{'required' if kind == 'packed' else 'not allowed'}")
+        if self.tile is not None:
+            dims = self.result.type.dims
+            if len(dims) != 3 or dims[2] != self.tile.data or self.tile.data < 2:
+                raise VerifyException(f"loop.buffer packed: expected a [N / {self.tile.data}, "
+                                      f"K, {self.tile.data}] buffer, got {_dims_text(dims)}")
         if named != (self.buffer_name is not None):
             raise VerifyException(f"loop.buffer {kind}: a name is "
                                   f"{'required' if named else 'not allowed'}")
@@ -732,6 +746,8 @@ class BufferOp(IRDLOperation):
         if self.buffer_name is not None:
             printer.print_string(" ")
             printer.print_string_literal(self.buffer_name.data)
+        if self.tile is not None:
+            printer.print_string(f" tile {self.tile.data}")
         if self.value is not None:
             printer.print_string(" ")
             printer.print_attribute(self.value)
@@ -742,11 +758,13 @@ class BufferOp(IRDLOperation):
     def parse(cls, parser: Parser) -> BufferOp:
         kind = parser.parse_identifier()
         name = parser.parse_optional_str_literal()
-        value = None
+        value = tile = None
+        if parser.parse_optional_keyword("tile") is not None:
+            tile = parser.parse_integer(allow_boolean=False, allow_negative=False)
         if kind == "const":
             value = parser.parse_attribute()
         parser.parse_punctuation(":")
-        return cls(kind, parser.parse_type(), name, value)  # type: ignore[arg-type]
+        return cls(kind, parser.parse_type(), name, value, tile)  # type: ignore[arg-type]
 
 
 @irdl_op_definition

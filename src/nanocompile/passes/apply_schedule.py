@@ -8,9 +8,10 @@ primitive's reason and leaves the module unchanged. Schedules never change
 what a kernel computes, only how its loops run: scheduled kernels are
 bitwise equal to unscheduled ones (each primitive's docstring says why).
 
-Implemented so far: ``parallel``, ``split``, ``reorder``, ``unroll``. The
-other directives (``privatize``, ``vectorize``, ``pack``) parse and verify
-but are refused here as not implemented yet (phase 4 in progress).
+Every directive of the Schedule dialect has its primitive: ``split``,
+``reorder``, ``unroll``, ``parallel`` (schedule/primitives.py), ``vectorize``,
+``privatize`` and ``pack`` (one module each). ``pack`` also rewrites the
+program's launches, after every directive of the schedule has succeeded.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import loop, sched
+from nanocompile.schedule.pack import PackPlan, check_pack, pack_kernel, pack_program
 from nanocompile.schedule.primitives import (
     ScheduleError,
     parallel,
@@ -30,16 +32,19 @@ from nanocompile.schedule.primitives import (
     split,
     unroll,
 )
+from nanocompile.schedule.privatize import privatize
 from nanocompile.schedule.vectorize import vectorize
 
 
-class NotImplementedDirective(ScheduleError):
-    """A directive of the Schedule dialect that no primitive implements yet."""
-
-
-def apply_directives(kernel: loop.KernelOp, schedule: sched.ScheduleOp) -> loop.KernelOp:
+def apply_directives(kernel: loop.KernelOp, schedule: sched.ScheduleOp,
+                     module: ModuleOp | None = None,
+                     packs: list[PackPlan] | None = None) -> loop.KernelOp:
     """A scheduled copy of ``kernel`` (the original is untouched); raises
-    ``ScheduleError`` naming the first directive that cannot be applied."""
+    ``ScheduleError`` naming the first directive that cannot be applied.
+
+    ``pack`` also changes the program's launches: it needs ``module``, and
+    appends its plan to ``packs`` for the caller to apply with
+    ``pack_program`` once the copy replaces the kernel."""
     copy = kernel.clone()
     for directive in schedule.directives():
         if isinstance(directive, sched.Parallel):
@@ -52,11 +57,28 @@ def apply_directives(kernel: loop.KernelOp, schedule: sched.ScheduleOp) -> loop.
             unroll(copy, directive.loop, directive.factor)
         elif isinstance(directive, sched.Vectorize):
             vectorize(copy, directive.loop, directive.width)
+        elif isinstance(directive, sched.Privatize):
+            privatize(copy, directive.loop)
+        elif isinstance(directive, sched.Pack):
+            if module is None or packs is None:
+                raise ScheduleError(f"@{kernel.sym_name.data}: pack rewrites the program's "
+                                    "launches, so it needs the module")
+            plan = check_pack(module, copy, directive.arg, directive.tile)
+            pack_kernel(copy, plan)
+            packs.append(plan)
         else:
-            raise NotImplementedDirective(
-                f"@{kernel.sym_name.data}: {type(directive).__name__.lower()} is not "
-                "implemented yet")
+            raise AssertionError(f"no primitive for {directive}")
     return copy
+
+
+def replace_kernel(module: ModuleOp, kernel: loop.KernelOp, scheduled: loop.KernelOp,
+                   packs: list[PackPlan]) -> None:
+    """Put ``scheduled`` in place of ``kernel`` and apply its packs to the program."""
+    module.body.block.insert_op_before(scheduled, kernel)
+    kernel.detach()
+    kernel.erase()
+    for plan in packs:
+        pack_program(module, plan)
 
 
 def apply_schedules(module: ModuleOp) -> int:
@@ -69,11 +91,10 @@ def apply_schedules(module: ModuleOp) -> int:
         if kernel is None:
             raise ScheduleError(f"sched.schedule @{schedule.kernel_name}: no loop.kernel "
                                 "of that name")
-        replacements.append((kernel, apply_directives(kernel, schedule)))
-    for kernel, scheduled in replacements:
-        module.body.block.insert_op_before(scheduled, kernel)
-        kernel.detach()
-        kernel.erase()
+        packs: list[PackPlan] = []
+        replacements.append((kernel, apply_directives(kernel, schedule, module, packs), packs))
+    for kernel, scheduled, packs in replacements:
+        replace_kernel(module, kernel, scheduled, packs)
     for schedule in schedules:
         schedule.detach()
         schedule.erase()

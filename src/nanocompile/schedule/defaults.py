@@ -1,12 +1,24 @@
-"""Default schedules: which loops of the compiled kernels run on the pool.
+"""Default schedules: hand-written per kernel class, each with fallbacks.
 
-Phase 4 so far parallelizes the kernels that do the work: every kernel with
-a reduction loop ``k`` under its result loops (the matmuls: projections, LM
-head, attention). The loop chosen is the outermost result loop with a
-constant extent (``n`` of a projection, the 14 heads of attention), in chunks
-of at least ``min_chunk`` iterations so small kernels stay serial. Elementwise
-and row kernels stay serial: at decode sizes their work is below the cost of
-waking a thread.
+``default_schedules(kernel, arch)`` lists candidate schedules, best first;
+the compiler applies the first whose preconditions hold (every primitive
+checks before it changes anything) and records why the others were refused.
+The last candidate is always the unscheduled kernel.
+
+* **projection matmuls** (a ``k`` loop reading weights through ``W.T``): pack
+  every weight argument in tiles of one vector, split the output columns into
+  tiles of ``COLUMN_VECTORS`` vectors, vectorize the tile, privatize ``k``
+  (the tile's accumulators become ``k``'s loop-carried vectors: registers),
+  move the tiles outside the rows (a weight tile is reused by every row from
+  cache) and run the tiles on the pool;
+* **other matmuls** (attention: scores and context): vectorize the last
+  result dim when its loads are contiguous, and run the outermost
+  constant-extent result loop on the pool (the heads);
+* **elementwise and row kernels**: vectorize the innermost result loop
+  (reductions stay scalar: a sum's order is the result's bits); serial, since
+  at decode sizes their work is below the cost of waking a thread.
+
+With a scalar arch (``NANOCOMPILE_ARCH=scalar``) only the pool is used.
 """
 
 from __future__ import annotations
@@ -14,16 +26,17 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.dialects import loop, sched
-from nanocompile.symbolic import Expr
+from nanocompile.targets.arch import Arch, host_arch
+
+COLUMN_VECTORS = 4  # vector accumulators per k loop: 4 of AVX2's 16 registers
 
 
-def _extent(for_op: loop.ForOp) -> Expr | None:
+def _extent(for_op: loop.ForOp) -> int | None:
     """The constant trip count of a loop from 0, if it has one."""
-    ub = for_op.ub.owner
-    value = getattr(ub, "value", None)
+    value = getattr(for_op.ub.owner, "value", None)
     if value is None or not hasattr(value, "value"):
         return None
-    return Expr.const(int(value.value.data))
+    return int(value.value.data)
 
 
 def _result_nest(kernel: loop.KernelOp) -> list[loop.ForOp]:
@@ -38,29 +51,72 @@ def _result_nest(kernel: loop.KernelOp) -> list[loop.ForOp]:
         ops = list(loops[0].body.block.ops)
 
 
-def default_schedule(kernel: loop.KernelOp, min_chunk: int = 16) -> sched.ScheduleOp | None:
-    """A ``sched.schedule`` for ``kernel``, or None to leave it serial: matmul
-    kernels (a ``k`` loop inside the innermost result loop) run their
-    outermost constant-extent result loop on the pool."""
-    nest = _result_nest(kernel)
-    if not nest or not any(isinstance(op, loop.ForOp) and op.loop_name.data == "k"
-                           for op in nest[-1].body.block.ops):
-        return None
+def _has_k(for_op: loop.ForOp) -> bool:
+    return any(isinstance(op, loop.ForOp) and op.loop_name.data == "k"
+               for op in for_op.body.block.ops)
+
+
+def _weight_args(kernel: loop.KernelOp) -> list[int]:
+    """Arguments read as a transposed constant matrix ``[K, N]``, strides ``[1, K]``."""
+    args = []
+    for i, (fp, mode) in enumerate(zip(kernel.footprints.data, kernel.modes, strict=True)):
+        dims, strides = fp.dims, fp.stride_exprs
+        if mode == "r" and len(dims) == 2 and all(d.is_const for d in dims) \
+                and strides[0] == 1 and strides[1] == dims[0]:
+            args.append(i)
+    return args
+
+
+def _parallel_outer(nest: list[loop.ForOp], min_chunk: int) -> list[sched.Directive]:
     for outer in nest:
         extent = _extent(outer)
-        if extent is not None and extent.const_value >= 2:
-            grain = min_chunk if extent.const_value >= 4 * min_chunk else 1
-            return sched.ScheduleOp.from_directives(
-                kernel.sym_name.data, [sched.Parallel(outer.loop_name.data, grain)])
-    return None
+        if extent is not None and extent >= 2:
+            grain = min_chunk if extent >= 4 * min_chunk else 1
+            return [sched.Parallel(outer.loop_name.data, grain)]
+    return []
+
+
+def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
+                      min_chunk: int = 16) -> list[list[sched.Directive]]:
+    """Candidate directive lists for ``kernel``, best first (may be empty)."""
+    arch = host_arch() if arch is None else arch
+    nest = _result_nest(kernel)
+    if not nest:
+        return []
+    last = nest[-1].loop_name.data
+    lanes = arch.f32_lanes
+    candidates: list[list[sched.Directive]] = []
+    if _has_k(nest[-1]):
+        weights = _weight_args(kernel)
+        tile = lanes * COLUMN_VECTORS
+        if arch.vector and weights:
+            candidates.append([
+                *[sched.Pack(a, lanes) for a in weights],
+                sched.Split(last, tile, f"{last}o", f"{last}i"),
+                *([sched.Reorder((f"{last}o", nest[0].loop_name.data))] if len(nest) == 2
+                  else []),  # a weight tile stays in cache across the rows
+                sched.Vectorize(f"{last}i", lanes),
+                sched.Privatize("k"),
+                sched.Parallel(f"{last}o", max(1, min_chunk // COLUMN_VECTORS)),
+            ])
+        parallel = _parallel_outer(nest, min_chunk)
+        if arch.vector and parallel and parallel[0].loop != last:
+            candidates.append([sched.Vectorize(last, lanes), *parallel])
+        if parallel:
+            candidates.append(parallel)
+    elif arch.vector:
+        candidates.append([sched.Vectorize(last, lanes)])
+    return candidates
 
 
 def add_default_schedules(module: ModuleOp) -> int:
-    """Append a default ``sched.schedule`` for every kernel that gets one."""
+    """Append the first default ``sched.schedule`` of every kernel that has one
+    (for ``nc-opt``: the compiler itself tries the fallbacks in order)."""
     added = 0
     for kernel in [op for op in module.ops if isinstance(op, loop.KernelOp)]:
-        schedule = default_schedule(kernel)
-        if schedule is not None:
-            module.body.block.add_op(schedule)
+        candidates = default_schedules(kernel)
+        if candidates:
+            module.body.block.add_op(
+                sched.ScheduleOp.from_directives(kernel.sym_name.data, candidates[0]))
             added += 1
     return added

@@ -23,7 +23,8 @@ a loop that carries values itself (a reduction across lanes), integer index
 arithmetic that differs per lane other than the forms above, a lane-varying
 index at a stride other than 1, a store whose address does not depend on the
 lane, a ``loop.if`` or ``loop.check`` whose condition depends on the lane (a
-blend would load both branches), and lane-varying values of a type or op
+blend would load both branches; a ``loop.if`` on a uniform condition is kept
+as a branch whose taken side yields vectors), and lane-varying values of a type or op
 without an exact vector form (bf16 and integer data, casts).
 """
 
@@ -260,9 +261,14 @@ class _Analysis:
                              "blend would execute both branches and their loads)")
         for region in (op.then_region, op.else_region):
             self.block(region.block)
-        if any(self.varies(v) for region in (op.then_region, op.else_region)
-               for inner in region.block.walk() for v in inner.operands):
-            raise LaneBranch(f"{self.where}: a loop.if computes lane-varying values")
+            last = region.block.last_op
+            assert isinstance(last, loop.YieldOp)
+            for res, v in zip(op.res, last.values, strict=True):
+                if self.varies(v):
+                    if res.type != f32:
+                        raise NoVectorForm(f"{self.where}: a loop.if yields a lane-varying "
+                                           f"{res.type}")
+                    self.varying.add(res)
 
 
 class _Builder:
@@ -297,6 +303,9 @@ class _Builder:
         if isinstance(op, loop.ForOp):
             self.nested_for(op, into)
             return
+        if isinstance(op, loop.IfOp) and any(r in a.varying for r in op.res):
+            self.if_op(op, into)
+            return
         if isinstance(op, loop.LoadOp) and op.result in a.varying:
             new: Operation = loop.LoadOp(self.get(op.ptr), [self.get(i) for i in op.indices],
                                          op.stride_exprs, self.width)
@@ -323,6 +332,27 @@ class _Builder:
             return type(op)(self.vec(op.operands[0], into), self.vec(op.operands[1], into))
         assert isinstance(op, _FLOAT_UNARY)
         return type(op)(self.vec(op.operands[0], into))
+
+    def if_op(self, op: loop.IfOp, into: Block) -> None:
+        """A uniform condition: one branch runs for all lanes, yielding vectors."""
+        varying = [r in self.a.varying for r in op.res]
+        blocks = []
+        for region in (op.then_region, op.else_region):
+            block = Block()
+            for inner in region.block.ops:
+                if isinstance(inner, loop.YieldOp):
+                    block.add_op(loop.YieldOp(*[
+                        self.vec(v, block) if vary else self.get(v)
+                        for v, vary in zip(inner.values, varying, strict=True)]))
+                else:
+                    self.op(inner, block)
+            blocks.append(block)
+        types = [VectorType(r.type, [self.width]) if vary else r.type
+                 for r, vary in zip(op.res, varying, strict=True)]
+        new = loop.IfOp(self.get(op.cond), types, blocks[0], blocks[1])
+        into.add_op(new)
+        for old, res in zip(op.res, new.res, strict=True):
+            self.map[old] = res
 
     def nested_for(self, op: loop.ForOp, into: Block) -> None:
         inits = [self.vec(v, into) if arg in self.a.varying else self.get(v)
@@ -385,20 +415,25 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
         raise NameTaken(f"vectorize '{name}': loop name(s) {sorted(taken)} already used")
 
     lb, ub = target.lb, target.ub
-    w = arith.ConstantOp(IntegerAttr(width, IndexType()))
-    n = arith.SubiOp(ub, lb)
-    whole = arith.DivSIOp(n, w)
-    span = arith.MuliOp(whole, w)
-    mid = arith.AddiOp(lb, span)
-    _insert_before(_hoist_point(target, [lb, ub]), [w, n, whole, span, mid])
+    lo, hi = _const_int(lb), _const_int(ub)
+    mid: Operation
+    if lo is not None and hi is not None:  # constant bounds: a constant trip count
+        mid = arith.ConstantOp(IntegerAttr(lo + (hi - lo) // width * width, IndexType()))
+        _insert_before(target, [mid])
+    else:
+        w = arith.ConstantOp(IntegerAttr(width, IndexType()))
+        n = arith.SubiOp(ub, lb)
+        whole = arith.DivSIOp(n, w)
+        span = arith.MuliOp(whole, w)
+        mid = arith.AddiOp(lb, span)
+        _insert_before(_hoist_point(target, [lb, ub]), [w, n, whole, span, mid])
 
     builder = _Builder(analysis)
     body = Block(arg_types=[IndexType()])
     builder.map[target.iv] = body.args[0]
     builder.block(target.body.block, body)
-    main = loop.ForOp(name, lb, mid.result, body, [], width)
+    main = loop.ForOp(name, lb, mid.results[0], body, [], width)
 
-    lo, hi = _const_int(lb), _const_int(ub)
     ops: list[Operation] = [main]
     if lo is None or hi is None or (hi - lo) % width:
         tail_block = Block(arg_types=[IndexType()])
@@ -406,7 +441,7 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
         for op in tail_block.walk():
             if isinstance(op, loop.ForOp):
                 op.properties["name"] = type(op.loop_name)(f"{op.loop_name.data}_tail")
-        ops.append(loop.ForOp(f"{name}_tail", mid.result, ub, tail_block))
+        ops.append(loop.ForOp(f"{name}_tail", mid.results[0], ub, tail_block))
     _insert_before(target, ops)
     target.detach()
     target.erase()
