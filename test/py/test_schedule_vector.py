@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, VectorType
 from xdsl.parser import Parser
 
 from nanocompile.backend.runtime import CompiledProgram
@@ -26,9 +26,10 @@ from nanocompile.schedule.primitives import (
     CarriesValues,
     DynamicTripCount,
     NotPerfectlyNested,
+    ReadsOwnWrites,
     ScheduleError,
 )
-from nanocompile.schedule.privatize import ReadsOwnWrites, privatize
+from nanocompile.schedule.privatize import privatize
 from nanocompile.schedule.vectorize import (
     CrossLaneReduction,
     LaneBranch,
@@ -247,3 +248,54 @@ def test_default_schedules_fall_back_and_stay_bitwise(arch) -> None:
     x = rng.standard_normal((3, 16)).astype(np.float32)
     want, got = reference.run({"x": x})["out"], program.run({"x": x})["out"]
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_uniform_branch_without_results_vectorizes_every_lane() -> None:
+    """Regression: a loop.if on a uniform condition that loads and stores per
+    lane but yields nothing was cloned as scalar code (lane 0 only)."""
+    kernel = _kernel("""
+    %g = loop.load %2[%c0] strides [1] : f32
+    %zero = arith.constant 0.0 : f32
+    %pos = arith.cmpf ogt, %g, %zero : f32
+    loop.for "d0" %i = %c0 to %c16 {
+      loop.if %pos -> () {
+        %x = loop.load %1[%i] strides [1] : f32
+        %y = arith.mulf %x, %x : f32
+        loop.store %y, %0[%i] strides [1] : f32
+        loop.yield
+      } else {
+        loop.yield
+      }
+    }""")
+    vectorize(kernel, "d0", 8)
+    stores = [op for op in kernel.walk() if isinstance(op, loop.StoreOp)]
+    loads = [op for op in kernel.walk() if isinstance(op, loop.LoadOp) and op.ptr is kernel.args[1]]
+    assert len(stores) == 1
+    assert isinstance(stores[0].value.type, VectorType)
+    assert [op.lanes for op in loads] == [8]
+
+
+def test_vectorize_refuses_a_recurrence_through_memory() -> None:
+    kernel = _kernel("""
+    %c1 = arith.constant 1 : index
+    loop.for "d0" %i = %c0 to %c16 {
+      %a = loop.load %0[%i] strides [1] : f32
+      %x = loop.load %1[%i] strides [1] : f32
+      %s = arith.addf %a, %x : f32
+      %j = arith.addi %i, %c1 : index
+      loop.store %s, %0[%j] strides [1] : f32
+    }""")
+    _unchanged(lambda k: vectorize(k, "d0", 8), kernel, ReadsOwnWrites)
+
+
+def test_privatize_refuses_stores_inside_the_reduction_loop() -> None:
+    kernel = _kernel("""
+    %c3 = arith.constant 3 : index
+    loop.for "d1" %i = %c0 to %c3 {
+      loop.for "k" %j = %c0 to %c3 {
+        %x = loop.load %1[%i] strides [1] : f32
+        %a = arith.addi %i, %j : index
+        loop.store %x, %0[%a] strides [1] : f32
+      }
+    }""")
+    _unchanged(lambda k: privatize(k, "k"), kernel, NotPerfectlyNested)

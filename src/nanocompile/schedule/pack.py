@@ -70,22 +70,25 @@ def check_pack(module: ModuleOp, kernel: loop.KernelOp, arg: int, tile: int) -> 
     """
     name = kernel.sym_name.data
     where = f"pack @{name} arg {arg}"
-    if not 0 <= arg < len(kernel.args) or tile < 2:
-        raise ScheduleError(f"{where}: the kernel has {len(kernel.args)} arguments and the "
-                            f"tile must be >= 2 (got {tile})")
+    if not 0 <= arg < len(kernel.args):
+        raise ScheduleError(f"{where}: the kernel has {len(kernel.args)} arguments")
+    if tile < 2:
+        raise ScheduleError(f"{where}: the tile must be >= 2, got {tile}")
     ptr = kernel.args[arg].type
     assert isinstance(ptr, loop.PtrType)
     footprint = kernel.footprints.data[arg]
     dims, strides = footprint.dims, footprint.stride_exprs
     if kernel.modes[arg] != "r" or ptr.dtype.data != "f32" or len(dims) != 2 \
             or not all(d.is_const for d in dims):
-        raise PackLayout(f"{where}: expected a read-only f32 matrix of constant shape, got "
-                         f"{ptr.dtype.data} {list(map(str, dims))} ({kernel.modes[arg]})")
+        mode = "read" if kernel.modes[arg] == "r" else "written"
+        raise PackLayout(f"{where}: expected a read-only f32 matrix of constant shape, got a "
+                         f"{mode} {ptr.dtype.data} [{', '.join(map(str, dims))}]")
     k, n = dims[0].const_value, dims[1].const_value
-    if strides != (Expr.const(1), Expr.const(k)) or n % tile:
-        raise PackLayout(f"{where}: expected a transposed [{k}, {n}] matrix (strides "
-                         f"[1, {k}]) with {n} columns divisible by {tile}, got strides "
-                         f"{list(map(str, strides))}")
+    if strides != (Expr.const(1), Expr.const(k)):
+        raise PackLayout(f"{where}: expected the transposed weight's strides [1, {k}], got "
+                         f"[{', '.join(map(str, strides))}]")
+    if n % tile:
+        raise PackLayout(f"{where}: {n} columns are not whole tiles of {tile}")
     for op in kernel.walk():
         if isinstance(op, loop.LoadOp | loop.StoreOp) and op.ptr is kernel.args[arg] \
                 and op.stride_exprs != strides:
@@ -95,7 +98,7 @@ def check_pack(module: ModuleOp, kernel: loop.KernelOp, arg: int, tile: int) -> 
     if not launches:
         raise PackSource(f"{where}: no program launches the kernel, so nothing binds "
                          "its weight")
-    for launch in launches:
+    for index, launch in enumerate(launches):
         view = launch.views[arg].owner
         assert isinstance(view, loop.ViewOp)
         source = view.source.owner
@@ -103,7 +106,10 @@ def check_pack(module: ModuleOp, kernel: loop.KernelOp, arg: int, tile: int) -> 
         whole = (view.layout.offset_expr == 0 and source.result.type.dims
                  == (Expr.const(n), Expr.const(k)))
         if source.kind.data != "weight" or not whole:
-            raise PackSource(f"{where}: a launch passes a view of a {source.kind.data} buffer"
+            what = (f"an {source.kind.data}" if source.kind.data[0] in "aeiou"
+                    else f"a {source.kind.data}")
+            raise PackSource(f"{where}: launch {index + 1} of {len(launches)} passes a view "
+                             f"of {what} buffer"
                              f"{'' if whole else ' that is not the whole [N, K] weight'}")
     return PackPlan(name, arg, tile, k, n)
 

@@ -37,6 +37,28 @@ class SharedWrite(ScheduleError):
     the same elements."""
 
 
+class ReadsOwnWrites(ScheduleError):
+    """The loop loads from an argument the kernel writes: reordering its
+    iterations could read a value before or after a store it used to follow."""
+
+
+def check_no_own_reads(kernel: loop.KernelOp, target: loop.ForOp, where: str) -> None:
+    """Raise ``ReadsOwnWrites`` if ``target`` loads from an argument the kernel writes."""
+    written = {a for a, m in zip(kernel.args, kernel.modes, strict=True) if m == "w"}
+    for op in target.body.walk():
+        if isinstance(op, loop.LoadOp) and op.ptr in written:
+            index = kernel.args.index(op.ptr)
+            raise ReadsOwnWrites(f"{where}: loop '{target.loop_name.data}' loads from "
+                                 f"argument #{index}, which the kernel writes")
+
+
+def arg_label(ptr: SSAValue) -> str:
+    """``argument #i`` for a kernel argument (kernel arguments have no names)."""
+    if isinstance(ptr.owner, Block):
+        return f"argument #{ptr.index}"  # type: ignore[attr-defined]
+    return "a pointer"
+
+
 def find_loop(kernel: loop.KernelOp, name: str) -> loop.ForOp:
     found = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
              and op.loop_name.data == name]

@@ -31,15 +31,11 @@ from nanocompile.schedule.primitives import (
     ScheduleError,
     _const,
     _depends_on,
+    check_no_own_reads,
     find_loop,
 )
 
 MAX_COPIES = 32
-
-
-class ReadsOwnWrites(ScheduleError):
-    """Precondition 5: the jammed loop loads from an argument the kernel writes,
-    so moving its loads before earlier copies' stores could change them."""
 
 
 def _clone_into(ops: list[Operation], mapping: dict[SSAValue, SSAValue],
@@ -56,9 +52,9 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
 
     Preconditions (typed; the kernel is unchanged when one fails):
     1. loop ``name`` exists (``LoopNotFound``) and sits directly in a loop
-       ``L`` (``NotPerfectlyNested`` otherwise); 2. ``L`` has a constant trip
-       count of at most 32 (``DynamicTripCount``, ``ScheduleError``); 3. ``L``
-       carries no values (``CarriesValues``) and is not parallel
+       ``L`` (``NotPerfectlyNested`` otherwise) and stores nothing itself;
+       2. ``L`` has a constant trip count of at most 32 (``DynamicTripCount``,
+       ``ScheduleError``); 3. ``L`` carries no values (``CarriesValues``) and is not parallel
        (``NestedParallel``); 4. ``name`` is the only loop in ``L``, nothing before
        it stores or checks, nothing in ``L`` is a ``loop.if`` or
        ``loop.check``, and ``name``'s bounds do not depend on ``L``
@@ -97,11 +93,10 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
     if any(_depends_on(b, outer.iv) for b in (inner.lb, inner.ub)):
         raise NotPerfectlyNested(f"{where}: the bounds of '{name}' depend on "
                                  f"'{outer_name}'")
-    written = {a for a, m in zip(kernel.args, kernel.modes, strict=True) if m == "w"}
-    for op in outer.body.walk():
-        if isinstance(op, loop.LoadOp) and op.ptr in written:
-            raise ReadsOwnWrites(f"{where}: loop '{outer_name}' loads from an argument the "
-                                 "kernel writes")
+    if any(isinstance(op, loop.StoreOp) for op in inner.body.walk()):
+        raise NotPerfectlyNested(f"{where}: '{name}' stores inside its body; the copies' "
+                                 "stores would be reordered")
+    check_no_own_reads(kernel, outer, where)
 
     block = outer.parent_block()
     assert block is not None

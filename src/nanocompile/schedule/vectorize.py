@@ -25,7 +25,8 @@ index at a stride other than 1, a store whose address does not depend on the
 lane, a ``loop.if`` or ``loop.check`` whose condition depends on the lane (a
 blend would load both branches; a ``loop.if`` on a uniform condition is kept
 as a branch whose taken side yields vectors), and lane-varying values of a type or op
-without an exact vector form (bf16 and integer data, casts).
+without an exact vector form (bf16 and integer data, casts), and a loop that
+loads from an argument the kernel writes (a recurrence through memory).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from nanocompile.schedule.primitives import (
     _hoist_point,
     _insert_before,
     _names,
+    arg_label,
+    check_no_own_reads,
     find_loop,
 )
 
@@ -133,6 +136,7 @@ class _Analysis:
         self.target, self.width = target, width
         self.index: dict[SSAValue, Lane] = {}
         self.varying: set[SSAValue] = set()
+        self.vector_ifs: set[loop.IfOp] = set()
         self.where = f"vectorize '{target.loop_name.data}'"
         self.index[target.iv] = Lane(1, math.gcd(outside_align(target.lb), width))
 
@@ -226,7 +230,7 @@ class _Analysis:
         if not varying:
             return None
         if len(varying) > 1 or strides[varying[0]] != 1:
-            raise NonContiguous(f"{self.where}: {op.name} of %{ptr.name_hint or 'arg'} "
+            raise NonContiguous(f"{self.where}: {op.name} of {arg_label(ptr)} "
                                 f"steps by {' + '.join(str(strides[k]) for k in varying)} "
                                 "elements per lane, not 1")
         return varying[0]
@@ -256,6 +260,7 @@ class _Analysis:
                 self.varying.add(res)
 
     def if_op(self, op: loop.IfOp) -> None:
+        self.vector_ifs.add(op)  # conservatively rebuilt: its contents may vary
         if self.varies(op.cond):
             raise LaneBranch(f"{self.where}: a loop.if's condition depends on the lane (a "
                              "blend would execute both branches and their loads)")
@@ -303,7 +308,7 @@ class _Builder:
         if isinstance(op, loop.ForOp):
             self.nested_for(op, into)
             return
-        if isinstance(op, loop.IfOp) and any(r in a.varying for r in op.res):
+        if isinstance(op, loop.IfOp):
             self.if_op(op, into)
             return
         if isinstance(op, loop.LoadOp) and op.result in a.varying:
@@ -387,7 +392,9 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     have stride 1 (``NonContiguous``); 5. every store's address depends on the
     lane (``UniformStore``); 6. no ``loop.if``/``loop.check`` depends on the
     lane (``LaneBranch``); 7. lane-varying values are f32 with float ops
-    (``NoVectorForm``); 8. the tail's loop names are free (``NameTaken``).
+    (``NoVectorForm``); 8. the tail's loop names are free (``NameTaken``);
+    9. the loop loads no argument the kernel writes (``ReadsOwnWrites``: a
+    recurrence through memory would read stale lanes).
 
     Bitwise: lane ``l`` performs the scalar iteration ``i + l``'s operations in
     order with the same rounding (see ``targets/c_vector.py``); the tail runs
@@ -406,6 +413,7 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     if target.parallel is not None:
         raise ScheduleError(f"vectorize '{name}': the loop is parallel (vectorize its body's "
                             "loop, or vectorize before parallel)")
+    check_no_own_reads(kernel, target, f"vectorize '{name}'")
     analysis = _Analysis(target, width)
     analysis.run()
     nested = [op.loop_name.data for op in target.body.walk() if isinstance(op, loop.ForOp)]

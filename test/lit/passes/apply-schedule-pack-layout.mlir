@@ -44,4 +44,4 @@ builtin.module {
     sched.pack arg 2 tile 8
   }
 }
-// CHECK: apply-schedule: pack @fused_add arg 2: expected a read-only f32 matrix of constant shape, got f32 ['seq', '16'] (r)
+// CHECK: apply-schedule: pack @fused_add arg 2: expected a read-only f32 matrix of constant shape, got a read f32 [seq, 16]

@@ -38,4 +38,4 @@ builtin.module {
     sched.pack arg 1 tile 8
   }
 }
-// CHECK: apply-schedule: pack @fused_matmul arg 1: a launch passes a view of a input buffer
+// CHECK: apply-schedule: pack @fused_matmul arg 1: launch 1 of 1 passes a view of an input buffer

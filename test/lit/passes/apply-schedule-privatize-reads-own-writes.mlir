@@ -21,4 +21,4 @@ builtin.module {
     sched.privatize "k"
   }
 }
-// CHECK: apply-schedule: privatize 'k': loop 'd0' loads from an argument the kernel writes
+// CHECK: apply-schedule: privatize 'k': loop 'd0' loads from argument #0, which the kernel writes

@@ -16,4 +16,4 @@ builtin.module {
     sched.vectorize "d0" width 8
   }
 }
-// CHECK: apply-schedule: vectorize 'd0': loop.load of %arg steps by 4 elements per lane, not 1
+// CHECK: apply-schedule: vectorize 'd0': loop.load of argument #1 steps by 4 elements per lane, not 1
