@@ -30,7 +30,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-COMMAND_MODULES: tuple[str, ...] = ("bench.probe", "bench.run", "bench.plot")
+COMMAND_MODULES: tuple[str, ...] = ("bench.probe", "bench.run", "bench.plot", "bench.matmul",
+                                    "bench.profile_step")
 
 
 class BenchError(Exception):
