@@ -28,9 +28,7 @@ scores and context, the LM head on one row); elementwise work is left out
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +41,6 @@ from nanocompile.checkpoint.snapshot import Snapshot
 
 ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "torch", "numpy")
 REFERENCE_ENGINE = "c-phase3"  # the head-to-heads are against the fused C engine
-SYNTH_SEED = 0
-CACHED_FILES = ("config.json", "generation_config.json", "model.safetensors")
 
 
 class Model(Protocol):
@@ -68,51 +64,36 @@ class EngineUnavailable(Exception):
 
 
 def cache_root() -> Path:
-    """``$NANOCOMPILE_CACHE`` or ``~/.cache/nanocompile`` (as the test fixtures use)."""
-    root = os.environ.get("NANOCOMPILE_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "nanocompile"
+    """Where the bench caches what it derives (GGUFs): nanocompile's home directory.
 
-
-def _is_complete(directory: Path) -> bool:
-    from nanocompile.checkpoint.safetensors import SafetensorsError, SafetensorsFile
-
-    if not all((directory / name).is_file() for name in CACHED_FILES):
-        return False
-    try:
-        with SafetensorsFile.open(directory / "model.safetensors"):
-            return True
-    except SafetensorsError:
-        return False
-
-
-def full_synthetic_snapshot(seed: int = SYNTH_SEED, log: Callable[[str], None] = print) -> Path:
-    """The full-size synthetic snapshot, generated once and cached.
-
-    The same directory ``test/py/conftest.py::cached_full_weights`` uses
-    (``<cache root>/test-synth-<seed>-<SYNTH_VERSION>``, written into a
-    temporary sibling and renamed into place), so tests and benchmarks share
-    one copy of the ~1 GB of weights.
+    ``nanocompile.api.home_dir()``: ``$NANOCOMPILE_HOME``, else
+    ``$XDG_CACHE_HOME/nanocompile``, else ``~/.cache/nanocompile``; the default
+    snapshot lives there too.
     """
-    from nanocompile.checkpoint.synth import SYNTH_VERSION, write_synthetic_snapshot
+    from nanocompile.api import home_dir
 
-    cache = cache_root() / f"test-synth-{seed}-{SYNTH_VERSION}"
-    if _is_complete(cache):
-        return cache
-    log(f"generating the full-size synthetic snapshot into {cache} (~1 GB, once)")
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{cache.name}.", dir=cache.parent))
-    try:
-        write_synthetic_snapshot(staging, seed=seed, tokenizer=False)
-        if cache.exists():
-            shutil.rmtree(cache)  # an incomplete leftover
-        try:
-            staging.rename(cache)
-        except OSError:
-            if not _is_complete(cache):  # not a concurrent writer that won the race
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return cache
+    return home_dir()
+
+
+def full_synthetic_snapshot(log: Callable[[str], None] = print) -> Path:
+    """The full-size synthetic snapshot (seed 0), generated once and cached.
+
+    The embedded default model of ``nanocompile.api.load()``
+    (:func:`nanocompile.api.ensure_default_snapshot`), so the command line, the
+    test fixtures and the benchmarks share one copy of the ~1 GB of weights.
+    """
+    from nanocompile.api import ensure_default_snapshot
+
+    started: set[str] = set()
+
+    def progress(what: str, done: int, total: int) -> None:
+        if what not in started:
+            started.add(what)
+            log(f"{what}...")
+        elif done >= total:
+            log("  done")
+
+    return ensure_default_snapshot(progress)
 
 
 def prompt_ids(config: Qwen2Config, length: int, seed: int = 0) -> list[int]:

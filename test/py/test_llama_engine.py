@@ -58,7 +58,7 @@ def test_missing_llama_cpp_is_engine_unavailable(tiny_snapshot: Path,
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "llama_cpp" else real(name, *a))
-    monkeypatch.setenv("NANOCOMPILE_CACHE", str(tmp_path))
+    monkeypatch.setenv("NANOCOMPILE_HOME", str(tmp_path))
     shared = Shared(Snapshot.open(tiny_snapshot))
     for spec in llama_engine.build_llama_engines().values():
         with pytest.raises(EngineUnavailable) as info:
@@ -208,7 +208,7 @@ def test_bench_engines_build_and_generate(tiny_snapshot: Path, monkeypatch: pyte
                                           tmp_path: Path, tiny_nano: Any) -> None:
     from bench.run import timed_generation
 
-    monkeypatch.setenv("NANOCOMPILE_CACHE", str(tmp_path))
+    monkeypatch.setenv("NANOCOMPILE_HOME", str(tmp_path))
     shared = Shared(Snapshot.open(tiny_snapshot))
     spec = llama_engine.build_llama_engines()["llama-f32"]
     model = spec.build(shared)
@@ -226,8 +226,8 @@ def test_bench_engines_build_and_generate(tiny_snapshot: Path, monkeypatch: pyte
 def test_greedy_tokens_agree_on_the_full_model(full_snapshot: Path) -> None:
     snapshot = Snapshot.open(full_snapshot)
     nano = llama_engine.compiled_engine(snapshot)
-    # the 2 GB F32 GGUF of the cached weights (the bench's, with the same built-in
-    # vocabulary this session's tokenizer.json has), cached like them outside the repo
+    # the 2 GB F32 GGUF of the default snapshot the weights come from (the bench's; its
+    # tokenizer.json is the same built-in vocabulary this session's is), cached outside the repo
     weights = (full_snapshot / "model.safetensors").resolve().parent
     path = llama_engine.gguf_file(weights, "f32", log=lambda _: None)
     llama = llama_engine.LlamaCppModel(path, f32_cache=True, n_ctx=256, threads=1)
