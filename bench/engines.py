@@ -5,17 +5,27 @@ operation, ``next_token(ids, state)``: run ``ids`` after the tokens already
 in ``state`` (its KV cache) and return the argmax of the last position's
 logits. Timing, thread limits and statistics live in :mod:`bench.run`.
 
-=========  ==============================================================
-interp     nanocompile's graph interpreter (NumPy per primitive, unfused)
-c-phase2   nanocompile's generated C, one kernel per primitive (fuse=False)
-c-phase3   nanocompile's generated C after the fuse pass (fuse=True)
-torch      transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
-numpy      the hand-written NumPy engine (:mod:`bench.numpy_engine`)
-=========  ==============================================================
+=============  ==========================================================
+interp         nanocompile's graph interpreter (NumPy per primitive, unfused)
+c-phase2       nanocompile's generated C, one kernel per primitive (fuse=False)
+c-phase3       nanocompile's generated C after the fuse pass (fuse=True)
+torch          transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
+torch-compile  the same model with its forward under ``torch.compile``
+               (:mod:`bench.torch_compile_engine`)
+numpy          the hand-written NumPy engine (:mod:`bench.numpy_engine`)
+llama-f32      llama.cpp on the F32 GGUF of the snapshot, f32 KV cache
+llama-q8_0     llama.cpp on that GGUF quantized to Q8_0 (:mod:`bench.llama_engine`)
+=============  ==========================================================
+
+Peers whose packages are missing (torch, transformers, llama-cpp-python,
+gguf) or that cannot be built here (torch.compile over its time budget)
+raise :class:`EngineUnavailable` when built, and ``bench run`` skips them with
+one line. Their modules are imported only when an engine is built, so
+``python -m bench`` needs none of them.
 
 nanocompile engines run the last-only graph (LM head on the last position),
 and torch is asked for the same (``logits_to_keep=1``), so prefill does the
-same arithmetic everywhere.
+same arithmetic everywhere; llama.cpp computes only the last position's logits.
 
 Work counters come from the IR (``nanocompile.work.count_work``): kernel
 launches and the exact bytes polynomial of the unfused (phase 2) and fused
@@ -39,7 +49,8 @@ import numpy as np
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
 
-ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "torch", "numpy")
+ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "torch", "torch-compile",
+                                  "numpy", "llama-f32", "llama-q8_0")
 REFERENCE_ENGINE = "c-phase3"  # the head-to-heads are against the fused C engine
 
 
@@ -209,6 +220,7 @@ class _TorchModel:
         self.torch = torch
         self.model = transformers.Qwen2ForCausalLM.from_pretrained(
             directory, dtype=torch.float32).eval()
+        self.forward: Callable[..., Any] = self.model  # torch-compile swaps in its compiled forward
         self.cache_type = transformers.DynamicCache
         params = inspect.signature(self.model.forward).parameters
         # transformers 5 renamed ``past_key_values`` to ``cache``
@@ -225,8 +237,8 @@ class _TorchModel:
     def next_token(self, ids: Sequence[int], state: Any) -> int:
         torch = self.torch
         with torch.inference_mode():
-            out = self.model(torch.tensor([list(ids)], dtype=torch.long), use_cache=True,
-                             logits_to_keep=1, **{self.cache_arg: state})
+            out = self.forward(torch.tensor([list(ids)], dtype=torch.long), use_cache=True,
+                               logits_to_keep=1, **{self.cache_arg: state})
         return int(out.logits[0, -1].argmax())
 
 
@@ -235,6 +247,8 @@ class Shared:
     """What the engines share: the snapshot, widened weights and the last-only graph."""
 
     snapshot: Snapshot
+    compile_budget: float = 180.0  # seconds torch-compile may spend compiling, else skipped
+    thread_counts: tuple[int, ...] = ()  # the run's thread counts (torch-compile compiles each)
     _weights: Any = None
     _graph: Any = None
     work: dict[str, Work] = field(default_factory=dict)
@@ -302,12 +316,30 @@ def _build_c(fuse: bool) -> Callable[[Shared], Model]:
     return build
 
 
-def _build_torch(shared: Shared) -> Model:
+def _build_torch(shared: Shared) -> _TorchModel:
     missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
     if missing:
         raise EngineUnavailable(f"{' and '.join(missing)} not installed "
                                 "(pip install -e '.[bench]')")
     return _TorchModel(shared.snapshot.path)
+
+
+def _build_torch_compile(shared: Shared) -> Model:
+    """The eager torch engine (as ``_build_torch`` loads it) with a compiled forward."""
+    eager = _build_torch(shared)
+    from bench.torch_compile_engine import TorchCompiledModel
+
+    return TorchCompiledModel(eager, prompt_ids(shared.config, 16), budget=shared.compile_budget,
+                              thread_counts=shared.thread_counts)
+
+
+def _build_llama(kind: str) -> Callable[[Shared], Model]:
+    def build(shared: Shared) -> Model:
+        from bench.llama_engine import build_model
+
+        return build_model(shared.snapshot.path, kind)
+
+    return build
 
 
 def _build_numpy(shared: Shared) -> Model:
@@ -333,7 +365,16 @@ ENGINES: dict[str, EngineSpec] = {
                            _build_c(True), _fused, True),
     "torch": EngineSpec("torch", "transformers Qwen2ForCausalLM f32 eager",
                         _build_torch, _fused, False),
+    "torch-compile": EngineSpec("torch-compile", "transformers Qwen2ForCausalLM f32, forward "
+                                "under torch.compile (inductor, dynamic shapes)",
+                                _build_torch_compile, _fused, False),
     "numpy": EngineSpec("numpy", "hand-written NumPy f32 engine (bench/numpy_engine.py)",
                         _build_numpy, _fused, False),
+    # llama.cpp has no IR here: the fused f32 program's counters, which over-count
+    # the bytes the Q8_0 engine reads
+    "llama-f32": EngineSpec("llama-f32", "llama.cpp (llama-cpp-python) F32 GGUF, f32 KV cache",
+                            _build_llama("f32"), _fused, False),
+    "llama-q8_0": EngineSpec("llama-q8_0", "llama.cpp (llama-cpp-python) Q8_0 GGUF, f16 KV "
+                             "cache", _build_llama("q8_0"), _fused, False),
 }
 assert tuple(ENGINES) == ENGINE_NAMES

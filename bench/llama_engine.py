@@ -17,12 +17,15 @@ generation defaults a GGUF may carry) can apply. Token ids go in directly
 compared; :func:`tokenization_agrees` checks its tokenizer separately.
 
 GGUFs are cached under ``<cache root>/gguf/<key>/`` (the cache root of
-:func:`bench.engines.cache_root`, never the repository), the key a hash of the
-snapshot's files (config, tokenizer files and weight bytes) and the export
-format, so a changed snapshot or exporter never meets a stale file. A snapshot
-without ``tokenizer.json`` (the bench's cached synthetic weights) gets the
-Qwen2 vocabulary nanocompile builds (:mod:`nanocompile.tokenizer.build`);
-the engine never uses the GGUF's tokenizer.
+:func:`bench.engines.cache_root`, nanocompile's home directory, never the
+repository), the key a hash of the snapshot's files (config, tokenizer files
+and weight bytes) and the export format, so a changed snapshot or exporter
+never meets a stale file. A snapshot without ``tokenizer.json`` (the bench's
+smoke model) gets the Qwen2 vocabulary nanocompile builds
+(:mod:`nanocompile.tokenizer.build`); the engine never uses the GGUF's tokenizer.
+
+The bench registers the engines in ``bench.engines.ENGINES`` ("llama-f32",
+"llama-q8_0"); their builders import this module and call :func:`build_model`.
 
 Threads: ``n_threads`` (and ``n_threads_batch``) follow ``NANOCOMPILE_THREADS``,
 which the bench driver sets for every slot; it is re-read each step and
@@ -261,35 +264,31 @@ class LlamaCppModel:
 # bench registration
 
 
-def _builder(kind: str) -> Callable[[Any], LlamaCppModel]:
-    def build(shared: Any) -> LlamaCppModel:
-        require_llama_cpp()
-        path = gguf_file(shared.snapshot.path, kind)
-        return LlamaCppModel(path, f32_cache=(kind == "f32"))
-
-    return build
+ENGINE_KINDS: dict[str, str] = {"llama-f32": "f32", "llama-q8_0": "q8_0"}
 
 
-def _fused_work(shared: Any) -> Any:
-    return shared.program_work(fused=True)
+def build_model(snapshot_dir: Path, kind: str) -> LlamaCppModel:
+    """The bench engine for the ``kind`` ("f32" or "q8_0") GGUF of a snapshot.
+
+    Raises ``EngineUnavailable`` without llama-cpp-python (checked before any
+    GGUF is written) or gguf. The F32 engine gets an f32 KV cache, the Q8_0
+    one llama.cpp's default (f16); threads follow ``NANOCOMPILE_THREADS``.
+    """
+    require_llama_cpp()
+    path = gguf_file(Path(snapshot_dir), kind)
+    return LlamaCppModel(path, f32_cache=(kind == "f32"))
 
 
 def build_llama_engines() -> dict[str, Any]:
-    """``{"llama-f32": EngineSpec, "llama-q8_0": EngineSpec}`` for ``bench.engines.ENGINES``.
+    """The llama.cpp entries of ``bench.engines.ENGINES``: ``{"llama-f32": EngineSpec, ...}``.
 
-    Building raises ``EngineUnavailable`` without llama-cpp-python (or gguf).
-    llama.cpp has no IR here: the work counters are nanocompile's fused f32
-    program's (``work_is_own`` False), which over-counts the bytes Q8_0 reads.
+    Their builders call :func:`build_model`. llama.cpp has no IR here: the
+    work counters are nanocompile's fused f32 program's (``work_is_own``
+    False), which over-count the bytes Q8_0 reads.
     """
-    from bench.engines import EngineSpec
+    from bench.engines import ENGINES
 
-    return {
-        "llama-f32": EngineSpec("llama-f32", "llama.cpp (llama-cpp-python) F32 GGUF, f32 KV cache",
-                                _builder("f32"), _fused_work, False),
-        "llama-q8_0": EngineSpec("llama-q8_0",
-                                 "llama.cpp (llama-cpp-python) Q8_0 GGUF, f16 KV cache",
-                                 _builder("q8_0"), _fused_work, False),
-    }
+    return {name: ENGINES[name] for name in ENGINE_KINDS}
 
 
 # --------------------------------------------------------------------------

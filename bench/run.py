@@ -15,8 +15,13 @@ Protocol (spec §6, issue 7):
 * **decode ms/token** = (time from the first to the last generated token) /
   (generated − 1). **prefill ms/token** = time to first token / prompt
   tokens; the short prompt's comes from the generation itself.
-* Threads: BLAS pools through threadpoolctl, ``torch.set_num_threads`` and
-  ``NANOCOMPILE_THREADS`` (the C backend is single-threaded until phase 4).
+* Threads: BLAS pools through threadpoolctl, ``torch.set_num_threads`` (also
+  torch-compile's generated kernels, which read OpenMP's count at run time) and
+  ``NANOCOMPILE_THREADS`` (the C backend is single-threaded until phase 4;
+  llama.cpp re-reads it before every step and applies it with
+  ``llama_set_n_threads``).
+* Engines whose packages are missing, or that cannot be built here (e.g.
+  torch-compile over ``--compile-budget``), are skipped with one line each.
 * Per slot and metric: median, minimum and spread (``bench.stats``); an exact
   one-sided sign test over the paired rounds against the fused C engine
   (``c-phase3``) at the same thread count; the control check against the
@@ -64,6 +69,8 @@ DEFAULT_PROMPTS = (16, 128)
 DEFAULT_DECODE = 32
 SMOKE = {"rounds": 2, "prompt_tokens": (4, 8), "decode_tokens": 4}
 DECODE = "decode_ms_per_token"
+NAME_WIDTH = max(len(name) for name in ENGINE_NAMES)  # the engine column of the tables
+DEFAULT_COMPILE_BUDGET = 180.0
 
 
 def prefill_metric(prompt: int) -> str:
@@ -88,6 +95,7 @@ class Settings:
     model: Path | None
     results_path: Path
     record: bool
+    compile_budget: float = DEFAULT_COMPILE_BUDGET
 
     @property
     def metrics(self) -> list[str]:
@@ -105,6 +113,7 @@ class Settings:
             "decode_prompt_tokens": self.prompt_tokens[0],
             "decode_tokens": self.decode_tokens,
             "smoke": self.smoke,
+            "compile_budget_seconds": self.compile_budget,
         }
 
 
@@ -143,6 +152,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if not 2 <= decode <= 4096:
         raise BenchError(f"--decode-tokens must be in 2..4096 (ms/token divides by "
                          f"generated - 1), got {decode}")
+    if not 1 <= args.compile_budget <= 86_400:
+        raise BenchError(f"--compile-budget must be in 1..86400 seconds, got {args.compile_budget}")
     model = Path(args.model) if args.model is not None else None
     if model is not None and not model.is_dir():
         raise BenchError(f"--model {model}: not a directory")
@@ -156,6 +167,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         model=model,
         results_path=Path(args.results),
         record=not args.no_record,
+        compile_budget=float(args.compile_budget),
     )
 
 
@@ -270,7 +282,13 @@ class Built:
     model: Model
     work: Work
     build_seconds: float
-    details: dict[str, Any]
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """The engine's own facts for the record, read when asked (after the run, for
+        counts that the timed rounds may change, e.g. torch-compile's graphs)."""
+        details = getattr(self.model, "details", None)
+        return details() if details is not None else {}
 
 
 def resolve_model(settings: Settings, scratch: Path) -> tuple[Path, str]:
@@ -301,9 +319,8 @@ def build_engines(settings: Settings, shared: Shared) -> list[Built]:
             print(f"  skipping {name}: building it failed: {type(exc).__name__}: {exc}")
             continue
         seconds = time.perf_counter() - start
-        details = model.details() if hasattr(model, "details") else {}
-        built.append(Built(name, model, work, seconds, details))
-        print(f"  {name:9} ready in {seconds:5.1f} s  ({spec.description})", flush=True)
+        built.append(Built(name, model, work, seconds))
+        print(f"  {name:{NAME_WIDTH}} ready in {seconds:5.1f} s  ({spec.description})", flush=True)
     return built
 
 
@@ -439,11 +456,12 @@ def write_records(measurements: list[dict[str, Any]], built: list[Built], settin
                   context: dict[str, Any], threads: Threads) -> int:
     """Append one record per measurement; returns how many."""
     by_name = {b.name: b for b in built}
+    details = {b.name: b.details for b in built}
     for m in measurements:
         b = by_name[m["engine"]]
         payload = context | {
             "engine": {"name": b.name, "description": ENGINES[b.name].description,
-                       "build_seconds": b.build_seconds, **b.details},
+                       "build_seconds": b.build_seconds, **details[b.name]},
             "work": b.work.as_dict(settings.prompt_tokens[0])
             | {"own_ir": ENGINES[b.name].work_is_own},
             "agreement": context["agreement"].get(b.name),
@@ -471,14 +489,14 @@ def format_tables(measurements: list[dict[str, Any]], built: list[Built],
                   key=lambda k: (ENGINE_NAMES.index(k[0]), k[1]))
     heads = "".join(f" | {metric.replace('_ms_per_token', ''):>26}" for metric in settings.metrics)
     lines = [f"ms/token: median  minimum  relative IQR; {settings.rounds} rounds",
-             f"{'engine':9} {'thr':>3}{heads}"]
+             f"{'engine':{NAME_WIDTH}} {'thr':>3}{heads}"]
     for engine, t in keys:
         cells = "".join(
             f" | {_ms(m['median'])} {_ms(m['min'])} {100 * m['spread']['rel_iqr']:5.1f}%"
             for m in (index[(engine, t, metric)] for metric in settings.metrics))
         flag = " CONTROL" if any(index[(engine, t, metric)]["control"]["flagged"]
                                  for metric in settings.metrics) else ""
-        lines.append(f"{engine:9} {t:>3}{cells}{flag}")
+        lines.append(f"{engine:{NAME_WIDTH}} {t:>3}{cells}{flag}")
     lines += ["", _work_table(index, keys, built, settings, agree), "",
               f"sign tests vs {REFERENCE_ENGINE} at the same threads (exact, one-sided, "
               f"paired rounds; a verdict needs p <= {ALPHA}):"]
@@ -486,7 +504,7 @@ def format_tables(measurements: list[dict[str, Any]], built: list[Built],
         cells = [_verdict(engine, metric, index[(engine, t, metric)].get("sign_test"))
                  for metric in settings.metrics]
         if any(cells):
-            lines.append(f"  {engine:9} {t} thr  " + " | ".join(cells))
+            lines.append(f"  {engine:{NAME_WIDTH}} {t} thr  " + " | ".join(cells))
     return "\n".join(lines)
 
 
@@ -512,7 +530,8 @@ def _work_table(index: dict[tuple[str, int, str], dict[str, Any]], keys: list[tu
     past = settings.prompt_tokens[0]
     lines = [f"work (IR, decode at past = {past}; * = the fused program's bytes, the engine "
              "has no IR)",
-             f"{'engine':9} {'thr':>3} {'MB/step':>9} {'launches':>8} {'decode GB/s':>11} "
+             f"{'engine':{NAME_WIDTH}} {'thr':>3} {'MB/step':>9} {'launches':>8} "
+             f"{'decode GB/s':>11} "
              f"{'GFLOP/s@' + str(settings.prompt_tokens[-1]):>13} {'tokens agree':>13}"]
     for engine, t in keys:
         b = by_name[engine]
@@ -521,7 +540,7 @@ def _work_table(index: dict[tuple[str, int, str], dict[str, Any]], keys: list[tu
         launches = f"{b.work.launches:8d}" if own else f"{'-':>8}"
         a = agree.get(engine)
         agree_text = f"{a['leading_equal']}/{a['of']} {a['reference']}" if a else "-"
-        lines.append(f"{engine:9} {t:>3} {mb} {launches} "
+        lines.append(f"{engine:{NAME_WIDTH}} {t:>3} {mb} {launches} "
                      f"{index[(engine, t, DECODE)].get('gb_per_s', 0):11.2f} "
                      f"{index[(engine, t, long)].get('gflop_per_s', 0):13.2f} {agree_text:>13}")
     return "\n".join(lines)
@@ -552,6 +571,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", default=str(results.RESULTS_PATH),
                         help="results file to append to (default: %(default)s)")
     parser.add_argument("--no-record", action="store_true", help="print only, append nothing")
+    parser.add_argument("--compile-budget", type=float, default=DEFAULT_COMPILE_BUDGET,
+                        help="seconds torch-compile may spend compiling for each thread "
+                        "count (its build-time warm-up) before it is skipped (default: "
+                        "%(default)s)")
 
 
 @command("run", help="time decode and prefill of every engine (alternating rounds)",
@@ -565,7 +588,8 @@ def run_command(args: argparse.Namespace) -> int:
         directory, label = resolve_model(settings, Path(scratch))
         from nanocompile.checkpoint.snapshot import Snapshot
 
-        shared = Shared(Snapshot.open(directory))
+        shared = Shared(Snapshot.open(directory), compile_budget=settings.compile_budget,
+                        thread_counts=settings.threads)
         model = model_facts(shared.snapshot, label)
         print(f"model: {label} ({directory}); {model['parameters']:,} parameters; "
               f"load {load_start[0]:.2f}", flush=True)
