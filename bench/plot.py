@@ -1,8 +1,13 @@
 """``python -m bench plot``: decode and prefill ms/token per engine against the roofline.
 
 Reads the results file: for the model of the latest non-smoke ``run`` record,
-the latest measurement of every engine × threads × metric, and the latest
-``probe`` record (same machine preferred) for the rooflines:
+the latest measurement of every engine × threads × metric, and one ``probe``
+record (same machine as the run preferred) for the rooflines. The probe is
+the most recent *clean* one — every figure the rooflines use (read bandwidth,
+``mul_add_f32x8`` and ``fma_f32x16``, at every thread count) had at least one
+undisturbed pass (``clean_passes`` > 0, see :mod:`bench.probe`) — and, when
+there is none, the probe taken nearest in time to the run (the in-run probe,
+whose disturbed figures are lower bounds). The figure's caption says which:
 
 * decode: f32 weight bytes / measured read bandwidth — no f32 engine that
   reads every weight once per token can be faster;
@@ -44,12 +49,53 @@ def latest_run(records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[tupl
     return model, latest
 
 
-def latest_probe(records: list[dict[str, Any]], machine_id: str | None) -> dict | None:
-    """The latest probe record, preferring one from ``machine_id``."""
+def probe_is_clean(record: dict[str, Any]) -> bool:
+    """Whether every figure the rooflines use had a clean pass (none is a lower bound).
+
+    Those figures are the read bandwidth and the ``PREFILL_PEAKS`` kernels at
+    every thread count; a record without ``clean_passes`` (older probes) or
+    from a quick probe is not clean.
+    """
+    limits = record.get("payload", {}).get("machine_limits", {})
+    clean = limits.get("clean_passes")
+    if not isinstance(clean, dict) or limits.get("probe", {}).get("quick"):
+        return False
+    used = {"bandwidth": limits.get("bandwidth_gbs", {})} | {
+        name: per_thread for name, per_thread in limits.get("peak_gops", {}).items()
+        if name in dict(PREFILL_PEAKS)}
+    return bool(used["bandwidth"]) and all(
+        clean.get(kind, {}).get(t, 0) > 0 for kind, per_thread in used.items()
+        for t in per_thread)
+
+
+def choose_probe(records: list[dict[str, Any]], machine_id: str | None,
+                 run_time: float) -> tuple[dict | None, str]:
+    """The probe record for the rooflines and how it was chosen ("clean" or "in-run").
+
+    Only the run's machine's probes count when it has any. The most recent
+    clean one wins; without one, the probe nearest ``run_time`` (unix seconds).
+    """
     probes = sorted((r for r in records if r.get("kind") == "probe"),
                     key=lambda r: r.get("unix_time", 0))
     same = [r for r in probes if r.get("machine", {}).get("id") == machine_id]
-    return (same or probes or [None])[-1]
+    candidates = same or probes
+    clean = [r for r in candidates if probe_is_clean(r)]
+    if clean:
+        return clean[-1], "clean"
+    if not candidates:
+        return None, ""
+    return min(candidates, key=lambda r: abs(r.get("unix_time", 0) - run_time)), "in-run"
+
+
+def probe_note(probe: dict | None, how: str) -> str:
+    """The caption line naming the probe behind the rooflines."""
+    if probe is None:
+        return "no probe record (python -m bench probe): roofline omitted"
+    bw = probe["payload"]["machine_limits"]["bandwidth_gbs"]
+    which = ("latest clean probe" if how == "clean" else
+             "probe nearest the run (no clean probe on record: its figures may be lower bounds)")
+    return (f"roofline: {which}, {probe['time'][:16]}Z, read bandwidth "
+            + ", ".join(f"{g:.1f} GB/s @ {t} thr" for t, g in sorted(bw.items())))
 
 
 def rooflines(probe: dict | None, model: dict[str, Any],
@@ -140,7 +186,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 @command("plot", help="PNG of decode and prefill ms/token per engine against the roofline",
          arguments=_arguments)
 def plot_command(args: argparse.Namespace) -> int:
-    """Draw the latest run's medians and the latest probe's rooflines."""
+    """Draw the latest run's medians and the chosen probe's rooflines."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -148,13 +194,10 @@ def plot_command(args: argparse.Namespace) -> int:
     records = results.load_records(Path(args.results))
     model, latest = latest_run(records)
     any_record = next(iter(latest.values()))["_record"]
-    probe = latest_probe(records, any_record["machine"].get("id"))
+    run_time = max(m["_record"].get("unix_time", 0) for m in latest.values())
+    probe, how = choose_probe(records, any_record["machine"].get("id"), run_time)
     flops = {k[2]: m["flops_per_token"] for k, m in latest.items() if "flops_per_token" in m}
-    note = "" if probe else "no probe record (python -m bench probe): roofline omitted"
-    if probe is not None:
-        bw = probe["payload"]["machine_limits"]["bandwidth_gbs"]
-        note = (f"roofline: probe of {probe['time'][:16]}Z, read bandwidth "
-                + ", ".join(f"{g:.1f} GB/s @ {t} thr" for t, g in sorted(bw.items())))
+    note = probe_note(probe, how)
     out = Path(args.out)
     draw(latest, rooflines(probe, model, flops), model, note, out)
     print(note)

@@ -361,6 +361,39 @@ def test_plot_rooflines_from_the_probe() -> None:
     assert rooflines(None, {"f32_weight_bytes": 2e9}, {}) == {}
 
 
+def _probe(unix_time: float, bandwidth_clean: int, machine: str = "m") -> dict:
+    limits = {"bandwidth_gbs": {"1": 10.0, "2": 12.0},
+              "peak_gops": {"mul_add_f32x8": {"1": 50.0, "2": 100.0},
+                            "fma_f32x16": {"1": 200.0, "2": 400.0},
+                            "vnni_i8x32": {"1": 400.0, "2": 800.0}},
+              "clean_passes": {"bandwidth": {"1": 10, "2": bandwidth_clean},
+                               "mul_add_f32x8": {"1": 10, "2": 9},
+                               "fma_f32x16": {"1": 10, "2": 10},
+                               "vnni_i8x32": {"1": 0, "2": 0}},  # not a roofline: ignored
+              "probe": {"quick": False}}
+    return {"kind": "probe", "unix_time": unix_time, "time": f"t{unix_time:.0f}",
+            "machine": {"id": machine}, "payload": {"machine_limits": limits}}
+
+
+def test_plot_prefers_the_latest_clean_probe() -> None:
+    from bench.plot import choose_probe, probe_is_clean, probe_note
+
+    old_clean, run_probe, new_dirty = _probe(100, 5), _probe(1005, 0), _probe(2000, 0)
+    other_machine = _probe(3000, 7, machine="x")
+    assert probe_is_clean(old_clean)
+    assert not probe_is_clean(run_probe)
+    assert not probe_is_clean({"payload": {"machine_limits": {
+        "bandwidth_gbs": {"1": 10.0}, "peak_gops": {}}}})  # no clean_passes: an old probe
+    records = [old_clean, run_probe, new_dirty, other_machine]
+    assert choose_probe(records, "m", run_time=1000) == (old_clean, "clean")
+    # no clean probe on the run's machine: the one nearest the run, not the latest
+    assert choose_probe(records[1:3], "m", run_time=1000) == (run_probe, "in-run")
+    assert choose_probe([], "m", run_time=1000) == (None, "")
+    assert "latest clean probe, t100" in probe_note(old_clean, "clean")
+    assert "probe nearest the run" in probe_note(run_probe, "in-run")
+    assert "roofline omitted" in probe_note(None, "")
+
+
 def test_plot_without_runs_is_a_one_line_error(tmp_path: Path,
                                                capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("matplotlib")
