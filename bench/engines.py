@@ -9,6 +9,8 @@ logits. Timing, thread limits and statistics live in :mod:`bench.run`.
 interp         nanocompile's graph interpreter (NumPy per primitive, unfused)
 c-phase2       nanocompile's generated C, one kernel per primitive (fuse=False)
 c-phase3       nanocompile's generated C after the fuse pass (fuse=True)
+c-phase4       fused C with the default schedules: packed weights, AVX2 register
+               tiles, the persistent pool (schedule=True; threads per slot)
 torch          transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
 torch-compile  the same model with its forward under ``torch.compile``
                (:mod:`bench.torch_compile_engine`)
@@ -38,6 +40,7 @@ scores and context, the LM head on one row); elementwise work is left out
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,9 +52,9 @@ import numpy as np
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
 
-ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "torch", "torch-compile",
-                                  "numpy", "llama-f32", "llama-q8_0")
-REFERENCE_ENGINE = "c-phase3"  # the head-to-heads are against the fused C engine
+ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "c-phase4", "torch",
+                                  "torch-compile", "numpy", "llama-f32", "llama-q8_0")
+REFERENCE_ENGINE = "c-phase4"  # the head-to-heads are against the scheduled C engine
 
 
 class Model(Protocol):
@@ -302,7 +305,22 @@ def _build_interp(shared: Shared) -> Model:
                                                                       shared.weights)))
 
 
-def _build_c(fuse: bool) -> Callable[[Shared], Model]:
+class _PooledModel(_CacheModel):
+    """A compiled engine whose pool follows ``NANOCOMPILE_THREADS`` (the bench
+    sets it per slot; the pool reads it only when the library loads)."""
+
+    def __init__(self, engine: Any, program: Any) -> None:
+        super().__init__(engine)
+        self.program = program
+
+    def new_state(self, capacity: int) -> Any:
+        wanted = os.environ.get("NANOCOMPILE_THREADS")
+        if wanted and wanted.isdigit() and int(wanted) != self.program.threads():
+            self.program.set_threads(int(wanted))
+        return super().new_state(capacity)
+
+
+def _build_c(fuse: bool, schedule: bool = False) -> Callable[[Shared], Model]:
     def build(shared: Shared) -> Model:
         if shutil.which("gcc") is None:
             raise EngineUnavailable("no gcc on PATH")
@@ -310,8 +328,9 @@ def _build_c(fuse: bool) -> Callable[[Shared], Model]:
         from nanocompile.compiler import compile_program
         from nanocompile.engine import Engine
 
-        program = compile_program(shared.graph, shared.weights, fuse=fuse)
-        return _CacheModel(Engine(shared.config, CompiledBackend(program)))
+        program = compile_program(shared.graph, shared.weights, fuse=fuse, schedule=schedule)
+        engine = Engine(shared.config, CompiledBackend(program))
+        return _PooledModel(engine, program) if schedule else _CacheModel(engine)
 
     return build
 
@@ -363,6 +382,8 @@ ENGINES: dict[str, EngineSpec] = {
                            _build_c(False), _unfused, True),
     "c-phase3": EngineSpec("c-phase3", "nanocompile C, fused kernels",
                            _build_c(True), _fused, True),
+    "c-phase4": EngineSpec("c-phase4", "nanocompile C, fused + default schedules (AVX2, "
+                           "packed weights, thread pool)", _build_c(True, True), _fused, True),
     "torch": EngineSpec("torch", "transformers Qwen2ForCausalLM f32 eager",
                         _build_torch, _fused, False),
     "torch-compile": EngineSpec("torch-compile", "transformers Qwen2ForCausalLM f32, forward "

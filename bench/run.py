@@ -17,14 +17,15 @@ Protocol (spec §6, issue 7):
   tokens; the short prompt's comes from the generation itself.
 * Threads: BLAS pools through threadpoolctl, ``torch.set_num_threads`` (also
   torch-compile's generated kernels, which read OpenMP's count at run time) and
-  ``NANOCOMPILE_THREADS`` (the C backend is single-threaded until phase 4;
+  ``NANOCOMPILE_THREADS`` (phase 2 and 3 C is single-threaded; phase 4's pool
+  follows it per slot through ``CompiledProgram.set_threads``;
   llama.cpp re-reads it before every step and applies it with
   ``llama_set_n_threads``).
 * Engines whose packages are missing, or that cannot be built here (e.g.
   torch-compile over ``--compile-budget``), are skipped with one line each.
 * Per slot and metric: median, minimum and spread (``bench.stats``); an exact
-  one-sided sign test over the paired rounds against the fused C engine
-  (``c-phase3``) at the same thread count; the control check against the
+  one-sided sign test over the paired rounds against the scheduled C engine
+  (``c-phase4``) at the same thread count; the control check against the
   engine's own recorded medians (same machine, model, metric, threads).
 * One record per engine × threads × metric is appended to the results file.
 

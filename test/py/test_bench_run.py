@@ -6,7 +6,7 @@ torch-compile, whose compile takes ~25 s per thread count: that one is
 llama-cpp-python is installed and are expected to be skipped when it is not;
 their skip is also tested by hiding the package. Nothing here asserts a speed: the tests
 check the protocol — every slot measured every round, medians and minima of
-those values, a sign test against c-phase3 for every head-to-head, the
+those values, a sign test against c-phase4 for every head-to-head, the
 control reading the history, records with machine, versions, threads and git
 commit appended to the given file — and that every engine generated the same
 greedy tokens (an engine that computes nothing cannot look fast).
@@ -151,7 +151,7 @@ def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
     for name in RAN:
         assert f"\n{name:{NAME_WIDTH}}   1 |" in out
         assert f"\n{name:{NAME_WIDTH}}   2 |" in out
-    assert "sign tests vs c-phase3" in out
+    assert f"sign tests vs {REFERENCE_ENGINE}" in out
     assert "load average:" in out
     assert f"appended {len(RAN) * 2 * 3} records" in out
 
@@ -239,7 +239,7 @@ def test_torch_compile_smoke(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     path = tmp_path / "r.jsonl"
-    code = bench.main(["run", "--smoke", "--engines", "c-phase3,torch,torch-compile",
+    code = bench.main(["run", "--smoke", "--engines", "c-phase4,torch,torch-compile",
                        "--threads", "1,2", "--results", str(path)])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -253,7 +253,7 @@ def test_torch_compile_smoke(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
         assert engine["graphs_compiled_total"] == engine["graphs_compiled_at_build"]
         assert engine["inductor_dynamic_threads"] is True
         agree = record["payload"]["agreement"]
-        assert agree["reference"] == "c-phase3"
+        assert agree["reference"] == REFERENCE_ENGINE
         assert agree["leading_equal"] == agree["of"] == 4
 
 

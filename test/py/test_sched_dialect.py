@@ -27,7 +27,7 @@ from nanocompile.dialects.sched import (
 
 MATMUL = [
     Split("d1", 32, "d1o", "d1i"),
-    Split("d0", 2, "d0o", "d0i"),
+    Split("d0", 2, "d0o", "d0i", peel=True),
     Reorder(("d0o", "d1o", "k", "d0i", "d1i")),
     Privatize("k"),
     Unroll("d0i"),
@@ -41,7 +41,7 @@ MATMUL = [
 MATMUL_TEXT = """\
 sched.schedule @fused_matmul {
   sched.split "d1" by 32 into "d1o", "d1i"
-  sched.split "d0" by 2 into "d0o", "d0i"
+  sched.split "d0" by 2 into "d0o", "d0i" peel
   sched.reorder ["d0o", "d1o", "k", "d0i", "d1i"]
   sched.privatize "k"
   sched.unroll "d0i"

@@ -48,6 +48,8 @@ def schedules(kernel: loop.KernelOp) -> list[tuple[str, list[Step]]]:
             lambda k, n=name: split(k, n, 4, f"{n}o", f"{n}i"),
             lambda k, n=name: parallel(k, f"{n}o")]))
         out.append((f"parallel {name}", [lambda k, n=name: parallel(k, n)]))
+        out.append((f"split {name} 3 peel", [
+            lambda k, n=name: split(k, n, 3, f"{n}o", f"{n}i", peel=True)]))
         out.append((f"vectorize {name} 8", [lambda k, n=name: vectorize(k, n, 8)]))
         out.append((f"vectorize {name} 4 + parallel", [
             lambda k, n=name: vectorize(k, n, 4), lambda k, n=name: parallel(k, n)]))

@@ -78,6 +78,11 @@ GRID = [
     ("pack + split + vectorize + privatize + parallel", lambda w: [
         sched.Pack(1, 8), sched.Split("d1", w, "d1o", "d1i"), sched.Vectorize("d1i", 8),
         sched.Privatize("k"), sched.Parallel("d1o")]),
+    ("rows x columns jam with a peeled row", lambda w: [
+        sched.Pack(1, 8), sched.Split("d1", w, "d1o", "d1i"), sched.Reorder(("d1o", "d0")),
+        sched.Split("d0", 2, "d0o", "d0i", peel=True), sched.Vectorize("d1i", 8),
+        sched.Privatize("k"), sched.Privatize("k"), sched.Vectorize("d1i_tail", 8),
+        sched.Privatize("k_tail"), sched.Parallel("d1o")]),
     ("pack 4 + split + reorder + vectorize 4 + privatize", lambda w: [
         sched.Pack(1, 4), sched.Split("d1", w, "d1o", "d1i"),
         sched.Reorder(("d1o", "d0")), sched.Vectorize("d1i", 4), sched.Privatize("k")]),

@@ -34,8 +34,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import I64, ArrayAttr, IntegerAttr, StringAttr, SymbolRefAttr
-from xdsl.ir import Block, Dialect, Region
+from xdsl.dialects.builtin import (
+    I64,
+    ArrayAttr,
+    IntegerAttr,
+    StringAttr,
+    SymbolRefAttr,
+    UnitAttr,
+)
+from xdsl.ir import Attribute, Block, Dialect, Region
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -220,21 +227,30 @@ class SplitOp(_LoopDirectiveOp):
     """Split a loop into an outer loop over tiles and an inner loop within one.
 
     ``sched.split "d1" by 32 into "d1o", "d1i"``: ``d1 = 32 * d1o + d1i``;
-    the applier handles the tail when the extent is not a multiple of 32.
+    the last tile is shorter when the extent is not a multiple of 32. With
+    ``peel``, the tiles are all whole (``d1i`` has a constant trip count) and
+    the remainder runs in a separate loop ``d1_tail``.
     """
 
     name = "sched.split"
     factor = prop_def(IntegerAttr[I64])
     outer = prop_def(StringAttr)
     inner = prop_def(StringAttr)
-    assembly_format = "$loop `by` $factor `into` $outer `,` $inner attr-dict"
+    peel = opt_prop_def(UnitAttr)
+    assembly_format = "$loop `by` $factor `into` $outer `,` $inner (`peel` $peel^)? attr-dict"
 
-    def __init__(self, loop: str, factor: int, outer: str, inner: str) -> None:
-        super().__init__(properties={"loop": StringAttr(loop), "factor": _i64(factor),
-                                     "outer": StringAttr(outer), "inner": StringAttr(inner)})
+    def __init__(self, loop: str, factor: int, outer: str, inner: str,
+                 peel: bool = False) -> None:
+        props: dict[str, Attribute] = {
+            "loop": StringAttr(loop), "factor": _i64(factor), "outer": StringAttr(outer),
+            "inner": StringAttr(inner)}
+        if peel:
+            props["peel"] = UnitAttr()
+        super().__init__(properties=props)
 
     def to_directive(self) -> Split:
-        return Split(self.loop.data, self.factor.value.data, self.outer.data, self.inner.data)
+        return Split(self.loop.data, self.factor.value.data, self.outer.data, self.inner.data,
+                     self.peel is not None)
 
     def verify_(self) -> None:
         for name in (self.loop.data, self.outer.data, self.inner.data):
@@ -419,9 +435,10 @@ class Split:
     factor: int
     outer: str
     inner: str
+    peel: bool = False
 
     def to_op(self) -> SplitOp:
-        return SplitOp(self.loop, self.factor, self.outer, self.inner)
+        return SplitOp(self.loop, self.factor, self.outer, self.inner, self.peel)
 
 
 @dataclass(frozen=True)

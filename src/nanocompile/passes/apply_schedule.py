@@ -50,7 +50,8 @@ def apply_directives(kernel: loop.KernelOp, schedule: sched.ScheduleOp,
         if isinstance(directive, sched.Parallel):
             parallel(copy, directive.loop, directive.grain)
         elif isinstance(directive, sched.Split):
-            split(copy, directive.loop, directive.factor, directive.outer, directive.inner)
+            split(copy, directive.loop, directive.factor, directive.outer, directive.inner,
+                  directive.peel)
         elif isinstance(directive, sched.Reorder):
             reorder(copy, list(directive.loops))
         elif isinstance(directive, sched.Unroll):

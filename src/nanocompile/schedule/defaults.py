@@ -10,7 +10,8 @@ The last candidate is always the unscheduled kernel.
   tiles of ``COLUMN_VECTORS`` vectors, vectorize the tile, privatize ``k``
   (the tile's accumulators become ``k``'s loop-carried vectors: registers),
   move the tiles outside the rows (a weight tile is reused by every row from
-  cache) and run the tiles on the pool;
+  cache), jam ``ROWS`` rows as well (peeling the leftover row), and run the
+  tiles on the pool; without the row jam if it is refused;
 * **other matmuls** (attention: scores and context): vectorize the last
   result dim when its loads are contiguous, and run the outermost
   constant-extent result loop on the pool (the heads);
@@ -28,7 +29,9 @@ from xdsl.dialects.builtin import ModuleOp
 from nanocompile.dialects import loop, sched
 from nanocompile.targets.arch import Arch, host_arch
 
-COLUMN_VECTORS = 4  # vector accumulators per k loop: 4 of AVX2's 16 registers
+COLUMN_VECTORS = 4  # vectors of output columns per k loop
+ROWS = 3  # rows jammed with them: 12 accumulators + 3 row broadcasts of 16 registers
+# (2 rows: gate/up at 64 rows 26 ms, down 14 ms; 3 rows: 20 ms and 9 ms, bench matmul)
 
 
 def _extent(for_op: loop.ForOp) -> int | None:
@@ -88,17 +91,26 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
     candidates: list[list[sched.Directive]] = []
     if _has_k(nest[-1]):
         weights = _weight_args(kernel)
-        tile = lanes * COLUMN_VECTORS
+        tile = lanes * COLUMN_VECTORS  # (gate/up, two weights: 24 accumulators, a few
+        # spill; half the columns measured no faster at 64 rows and slower at 1)
         if arch.vector and weights:
-            candidates.append([
-                *[sched.Pack(a, lanes) for a in weights],
-                sched.Split(last, tile, f"{last}o", f"{last}i"),
-                *([sched.Reorder((f"{last}o", nest[0].loop_name.data))] if len(nest) == 2
-                  else []),  # a weight tile stays in cache across the rows
-                sched.Vectorize(f"{last}i", lanes),
-                sched.Privatize("k"),
-                sched.Parallel(f"{last}o", max(1, min_chunk // COLUMN_VECTORS)),
-            ])
+            packed = [sched.Pack(a, lanes) for a in weights]
+            columns = [sched.Split(last, tile, f"{last}o", f"{last}i")]
+            grain = sched.Parallel(f"{last}o", max(1, min_chunk // COLUMN_VECTORS))
+            if len(nest) == 2:  # rows x columns: jam ROWS rows too (prefill)
+                rows = nest[0].loop_name.data
+                candidates.append([
+                    *packed, *columns,
+                    sched.Reorder((f"{last}o", rows)),  # a weight tile serves every row
+                    sched.Split(rows, ROWS, f"{rows}o", f"{rows}i", peel=True),
+                    sched.Vectorize(f"{last}i", lanes),
+                    sched.Privatize("k"), sched.Privatize("k"),  # columns, then rows
+                    sched.Vectorize(f"{last}i_tail", lanes),  # the leftover row
+                    sched.Privatize("k_tail"),
+                    grain,
+                ])
+            candidates.append([*packed, *columns, sched.Vectorize(f"{last}i", lanes),
+                               sched.Privatize("k"), grain])
         parallel = _parallel_outer(nest, min_chunk)
         if arch.vector and parallel and parallel[0].loop != last:
             candidates.append([sched.Vectorize(last, lanes), *parallel])

@@ -8,9 +8,10 @@ a primitive that raises has left the kernel exactly as it was.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntAttr, IntegerAttr
+from xdsl.dialects.builtin import IndexType, IntAttr, IntegerAttr, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from nanocompile.dialects import loop
@@ -196,7 +197,28 @@ def _inside(op: object, region_owner: Operation) -> bool:
     return False
 
 
-def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str) -> None:
+def tail_names(target: loop.ForOp) -> set[str]:
+    """The loop names ``tail_loop`` gives: ``<name>_tail`` for the loop and every
+    loop nested in it."""
+    nested = [op.loop_name.data for op in target.body.walk() if isinstance(op, loop.ForOp)]
+    return {f"{n}_tail" for n in [target.loop_name.data, *nested]}
+
+
+def tail_loop(target: loop.ForOp, start: SSAValue, inits: Sequence[SSAValue]) -> loop.ForOp:
+    """A copy of ``target`` running ``[start, ub)`` from ``inits``, named
+    ``<name>_tail`` (nested loops too, so every name stays unique)."""
+    block = Block(arg_types=[IndexType(), *[a.type for a in target.iter_args]])
+    mapping: dict[SSAValue, SSAValue] = {target.iv: block.args[0], **dict(
+        zip(target.iter_args, block.args[1:], strict=True))}
+    _clone_body(target.body.block, mapping, block)
+    for op in block.walk():
+        if isinstance(op, loop.ForOp):
+            op.properties["name"] = StringAttr(f"{op.loop_name.data}_tail")
+    return loop.ForOp(f"{target.loop_name.data}_tail", start, target.ub, block, list(inits))
+
+
+def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
+          peel: bool = False) -> None:
     """Loop ``name`` over ``[lb, ub)`` becomes ``outer`` over ``ceil((ub - lb) /
     factor)`` tiles and ``inner`` over ``min(factor, ub - lb - tile * factor)``
     iterations: the last tile is the tail, guarded by its shorter bound, so the
@@ -204,9 +226,14 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str)
     bounds divide evenly, ``inner`` runs exactly ``factor`` iterations (a
     constant trip count, so it can be unrolled).
 
+    With ``peel``, ``outer`` runs only the whole tiles (``inner`` always has
+    ``factor`` iterations: a constant trip count, e.g. for ``privatize``) and
+    the remaining ``(ub - lb) % factor`` iterations run after them in a copy of
+    the loop named ``<name>_tail`` (its nested loops get the suffix too).
+
     Preconditions: 1. the loop exists (``LoopNotFound``); 2. ``factor >= 2``;
-    3. ``outer`` and ``inner`` are unused names (``NameTaken``); 4. the loop has
-    step 1.
+    3. ``outer`` and ``inner`` (and with ``peel`` the ``_tail`` names) are
+    unused (``NameTaken``); 4. the loop has step 1.
 
     Bitwise: iterations run in the same order (tile-major), so even a loop
     carrying a sum adds the same terms in the same order.
@@ -214,7 +241,7 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str)
     if factor < 2:
         raise ScheduleError(f"split '{name}': factor must be >= 2, got {factor}")
     target = find_loop(kernel, name)
-    taken = _names(kernel) & {outer, inner}
+    taken = _names(kernel) & ({outer, inner} | (tail_names(target) if peel else set()))
     if taken:
         raise NameTaken(f"split '{name}': loop name(s) {sorted(taken)} already used")
     if target.step.data != 1:
@@ -224,9 +251,14 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str)
     f_minus_1 = arith.ConstantOp(IntegerAttr(factor - 1, IndexType()))
     zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
     n = arith.SubiOp(ub, lb)
-    padded = arith.AddiOp(n, f_minus_1)
-    tiles = arith.DivSIOp(padded, f)
-    _insert_before(_hoist_point(target, [lb, ub]), [f, f_minus_1, zero, n, padded, tiles])
+    setup: list[Operation] = [f, zero, n]
+    if peel:  # whole tiles only
+        tiles = arith.DivSIOp(n, f)
+    else:
+        padded = arith.AddiOp(n, f_minus_1)
+        tiles = arith.DivSIOp(padded, f)
+        setup += [f_minus_1, padded]
+    _insert_before(_hoist_point(target, [lb, ub]), [*setup, tiles])
     carried = [a.type for a in target.iter_args]
     outer_block = Block(arg_types=[IndexType(), *carried])
     io = outer_block.args[0]
@@ -243,14 +275,22 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str)
     _clone_body(target.body.block, mapping, inner_block)
     lo, hi = _const(lb), _const(ub)
     exact = lo is not None and hi is not None and (hi - lo) % factor == 0
-    inner_ub = f.result if exact else count.result  # whole tiles only: a constant trip count
+    inner_ub = f.result if exact or peel else count.result  # whole tiles: a constant trip
     inner_loop = loop.ForOp(inner, zero.result, inner_ub, inner_block,
                             list(outer_block.args[1:]))
     outer_block.add_op(inner_loop)
     outer_block.add_op(loop.YieldOp(*inner_loop.res))
     outer_loop = loop.ForOp(outer, zero.result, tiles.result, outer_block, list(target.inits))
-    _insert_before(target, [outer_loop])
-    for old, new in zip(target.res, outer_loop.res, strict=True):
+    results = outer_loop.res
+    new_ops: list[Operation] = [outer_loop]
+    if peel and not exact:
+        span = arith.MuliOp(tiles, f)
+        start = arith.AddiOp(lb, span)
+        tail = tail_loop(target, start.result, list(outer_loop.res))
+        new_ops += [span, start, tail]
+        results = tail.res
+    _insert_before(target, new_ops)
+    for old, new in zip(target.res, results, strict=True):
         old.replace_all_uses_with(new)
     target.detach()
     target.erase()

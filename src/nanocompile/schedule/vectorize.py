@@ -44,13 +44,14 @@ from nanocompile.schedule.primitives import (
     CarriesValues,
     NameTaken,
     ScheduleError,
-    _clone_body,
     _hoist_point,
     _insert_before,
     _names,
     arg_label,
     check_no_own_reads,
     find_loop,
+    tail_loop,
+    tail_names,
 )
 
 WIDTHS = (4, 8, 16)
@@ -392,7 +393,7 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     have stride 1 (``NonContiguous``); 5. every store's address depends on the
     lane (``UniformStore``); 6. no ``loop.if``/``loop.check`` depends on the
     lane (``LaneBranch``); 7. lane-varying values are f32 with float ops
-    (``NoVectorForm``); 8. the tail's loop names are free (``NameTaken``);
+    (``NoVectorForm``); 8. the tail's loop names are free when there is a tail (``NameTaken``);
     9. the loop loads no argument the kernel writes (``ReadsOwnWrites``: a
     recurrence through memory would read stale lanes).
 
@@ -416,14 +417,13 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     check_no_own_reads(kernel, target, f"vectorize '{name}'")
     analysis = _Analysis(target, width)
     analysis.run()
-    nested = [op.loop_name.data for op in target.body.walk() if isinstance(op, loop.ForOp)]
-    tail_names = {f"{n}_tail" for n in [name, *nested]}
-    taken = _names(kernel) & tail_names
+    lo, hi = _const_int(target.lb), _const_int(target.ub)
+    needs_tail = lo is None or hi is None or (hi - lo) % width != 0
+    taken = _names(kernel) & tail_names(target) if needs_tail else set()
     if taken:
         raise NameTaken(f"vectorize '{name}': loop name(s) {sorted(taken)} already used")
 
     lb, ub = target.lb, target.ub
-    lo, hi = _const_int(lb), _const_int(ub)
     mid: Operation
     if lo is not None and hi is not None:  # constant bounds: a constant trip count
         mid = arith.ConstantOp(IntegerAttr(lo + (hi - lo) // width * width, IndexType()))
@@ -443,13 +443,8 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     main = loop.ForOp(name, lb, mid.results[0], body, [], width)
 
     ops: list[Operation] = [main]
-    if lo is None or hi is None or (hi - lo) % width:
-        tail_block = Block(arg_types=[IndexType()])
-        _clone_body(target.body.block, {target.iv: tail_block.args[0]}, tail_block)
-        for op in tail_block.walk():
-            if isinstance(op, loop.ForOp):
-                op.properties["name"] = type(op.loop_name)(f"{op.loop_name.data}_tail")
-        ops.append(loop.ForOp(f"{name}_tail", mid.results[0], ub, tail_block))
+    if needs_tail:
+        ops.append(tail_loop(target, mid.results[0], []))
     _insert_before(target, ops)
     target.detach()
     target.erase()
