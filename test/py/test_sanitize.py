@@ -306,6 +306,7 @@ def test_random_graphs_under_sanitizers(kernel_cache: Path) -> None:
 
 
 @pytest.mark.sanitize
+@pytest.mark.slow  # 12 s: keeps `-m "not slow"` under its 3-minute budget
 def test_tiny_model_under_sanitizers(kernel_cache: Path, tiny_snapshot: Path) -> None:
     """The tiny Qwen2 model, sanitized, unfused, fused and scheduled (what the API
     runs): a prefill and three cached decode steps against the interpreter (1e-5
