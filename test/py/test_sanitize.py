@@ -406,3 +406,24 @@ def test_guarded_arena_catches_a_write_past_a_temporary(tiny_programs: dict) -> 
     violation = guarded.violations()[0]
     assert violation.where == "after"
     assert violation.end - violation.start <= 4
+
+
+def test_guarded_arena_catches_a_write_past_an_output(tiny_programs: dict) -> None:
+    """Self-test: hand the program a logits array whose buffer is one element
+    short of what its kernels write, and the guard after it reports the write."""
+
+    class ShortOutput(GuardedArena):
+        def _new_output(self, name: str, shape: list[int], dtype: np.dtype) -> np.ndarray:
+            if name != "logits":
+                return super()._new_output(name, shape, dtype)
+            flat = super()._new_output(name, [int(np.prod(shape)) - 1], dtype)
+            strides = np.empty(shape, dtype).strides
+            return np.lib.stride_tricks.as_strided(flat, shape, strides)
+
+    program = compile_program(tiny_programs["graph"], tiny_programs["weights"], fuse=True,
+                              sanitize=False)
+    guarded = ShortOutput(program)
+    engine = Engine(tiny_programs["config"], GuardedBackend(guarded))
+    with pytest.raises(ArenaGuardError, match=r"output 'logits': \d+ guard byte\(s\) changed "
+                                              r"after it"):
+        engine.forward([1, 2, 3])

@@ -1,10 +1,11 @@
 """A grid of schedules over every kernel shape fusion emits (phase 4).
 
 Every kernel of the tiny model's fused program gets each applicable
-combination of ``split`` (factors leaving every tail length), ``unroll``,
-``reorder`` and ``parallel``; the scheduled program runs in a guarded arena
-(every temporary in its own slot between guard bytes, checked after the run)
-and must equal the unscheduled program bit for bit, at several prompt
+combination of ``split`` (factors leaving every tail length, with and
+without ``peel``), ``unroll``, ``reorder``, ``parallel`` and ``vectorize``; the
+scheduled program runs in a guarded arena (every temporary in its own slot
+and every output array between guard bytes, checked after the run) and must
+equal the unscheduled program bit for bit, at several prompt
 lengths and cached steps. A schedule whose precondition fails is skipped
 (and counted: the grid must apply most of its schedules).
 """

@@ -189,6 +189,10 @@ class CompiledProgram:
             self._plans[key] = plan
         return plan
 
+    def new_output(self, name: str, shape: list[int], dtype: np.dtype) -> np.ndarray:
+        """The array output ``name`` is written into (a test may guard it)."""
+        return np.empty(shape, dtype=dtype)
+
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self._call(inputs, None)
 
@@ -207,8 +211,8 @@ class CompiledProgram:
         for iname, _ in self.signature.inputs:
             if not inputs[iname].flags.c_contiguous:
                 raise ArgumentError(f"input '{iname}' must be C-contiguous")
-        outputs = {oname: np.empty([d.evaluate(bindings) for d in spec.shape],
-                                   dtype=_np(spec.dtype))
+        outputs = {oname: self.new_output(oname, [d.evaluate(bindings) for d in spec.shape],
+                                          _np(spec.dtype))
                    for oname, spec in self.signature.outputs}
         plan = self.plan(bindings)
         if self._arena.size < plan.size + 64:

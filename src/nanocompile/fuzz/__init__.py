@@ -73,7 +73,9 @@ def _align_up(value: int, alignment: int = ALIGNMENT) -> int:
 
 
 class GuardedArena:
-    """Instruments one `CompiledProgram` (its ``plan`` and arena) for guarded runs.
+    """Instruments one `CompiledProgram` (its ``plan``, arena and output arrays)
+    for guarded runs: every temporary and every output sits between guard
+    bytes of random values, checked after the run.
 
     The program keeps working as before, only slower (a fresh arena per run);
     `run` checks the guards after each call, `check` can be called after any
@@ -92,8 +94,11 @@ class GuardedArena:
         self._arena: np.ndarray | None = None
         self._expected: np.ndarray | None = None
         self.runs = 0
-        # An instance attribute shadows CompiledProgram.plan: _call asks it for the plan.
+        # Instance attributes shadow CompiledProgram.plan and .new_output: _call asks
+        # them for the plan and for every output array.
         program.plan = self._plan  # type: ignore[method-assign]
+        program.new_output = self._new_output  # type: ignore[method-assign]
+        self._outputs: list[tuple[str, np.ndarray, np.ndarray, int]] = []
 
     def sizes(self, bindings: Mapping[str, int]) -> list[int]:
         """Byte size of every temporary at ``bindings`` (exact, not rounded up)."""
@@ -117,6 +122,28 @@ class GuardedArena:
         self._sizes, self._offsets = sizes, offsets
         self.program._arena = arena  # large enough, so the runtime uses it as is
         return plan
+
+    def _new_output(self, name: str, shape: list[int], dtype: np.dtype) -> np.ndarray:
+        """An output array between two guard regions of random bytes."""
+        if any(o[0] == name for o in self._outputs):  # a new run: forget the last one's
+            self._outputs = []
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        raw = self._rng.integers(0, 256, nbytes + 2 * self.guard + ALIGNMENT, dtype=np.uint8)
+        start = self.guard + (-(raw.ctypes.data + self.guard) % ALIGNMENT)
+        self._outputs.append((name, raw, raw.copy(), start))
+        return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+    def output_violations(self) -> list[str]:
+        """Outputs whose guard bytes (before or after the array) changed."""
+        found = []
+        for name, raw, expected, start in self._outputs:
+            nbytes = raw.size - 2 * self.guard - ALIGNMENT
+            changed = np.flatnonzero(raw != expected)
+            stray = changed[(changed < start) | (changed >= start + nbytes)]
+            if stray.size:
+                where = "before" if stray[0] < start else "after"
+                found.append(f"output '{name}': {stray.size} guard byte(s) changed {where} it")
+        return found
 
     def _base(self) -> int:
         """Offset of the runtime's 64-aligned arena start inside our array."""
@@ -155,14 +182,16 @@ class GuardedArena:
         return Violation(start, end, temp, where, distance, kernels)
 
     def check(self) -> None:
-        """Raise `ArenaGuardError` if the last run wrote outside its temporaries."""
-        found = self.violations()
+        """Raise `ArenaGuardError` if the last run wrote outside its temporaries
+        or outside its outputs."""
+        found = [str(v) for v in self.violations()] + self.output_violations()
         if found:
-            raise ArenaGuardError(f"@{self.program.signature.name}: "
-                                  + "; ".join(str(v) for v in found))
+            raise ArenaGuardError(f"@{self.program.signature.name}: " + "; ".join(found))
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """``program.run(inputs)`` in a fresh guarded arena, then `check`."""
+        """``program.run(inputs)`` in a fresh guarded arena with guarded outputs,
+        then `check`."""
+        self._outputs = []
         outputs = self.program.run(inputs)
         self.runs += 1
         self.check()
