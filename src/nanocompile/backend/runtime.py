@@ -124,6 +124,17 @@ class CompiledProgram:
         self._io_order = [(b.kind.data, b.buffer_name.data if b.tile is None
                            else (b.buffer_name.data, b.tile.data))
                           for b in self.program.buffers() if b.buffer_name is not None]
+        # The io pointer array's template: weight and packed slots are filled
+        # here, once (the arrays stay referenced by self); each call copies it
+        # and fills in its inputs and outputs.
+        self._io_array = (ctypes.c_void_p * max(1, len(self._io_order)))()
+        self._per_call: list[tuple[int, str, str]] = []
+        bound = {"weight": self._weights, "packed": self._packed}
+        for slot, (kind, bname) in enumerate(self._io_order):
+            if kind in bound:
+                self._io_array[slot] = bound[kind][bname].ctypes.data  # type: ignore[index]
+            else:
+                self._per_call.append((slot, kind, bname))  # type: ignore[arg-type]
         self.calls = 0
 
     def _bind_weights(self, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -219,10 +230,10 @@ class CompiledProgram:
             self._arena = np.zeros(plan.size + 64, np.uint8)
         base = self._arena.ctypes.data
         arena_ptr = base + (-base % 64)
-        arrays = {"input": inputs, "weight": self._weights, "output": outputs,
-                  "packed": self._packed}
-        io = [arrays[kind][bname] for kind, bname in self._io_order]
-        io_array = (ctypes.c_void_p * max(1, len(io)))(*[a.ctypes.data for a in io])
+        io_array = type(self._io_array).from_buffer_copy(self._io_array)  # weights: set once
+        for slot, kind, bname in self._per_call:
+            source = inputs if kind == "input" else outputs
+            io_array[slot] = source[bname].ctypes.data  # type: ignore[index]
         syms = (ctypes.c_int64 * max(1, len(self._symbols)))(
             *[bindings[s] for s in self._symbols])
         offsets = (ctypes.c_int64 * max(1, len(plan.offsets)))(*plan.offsets)
