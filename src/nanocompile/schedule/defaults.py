@@ -30,8 +30,10 @@ from nanocompile.dialects import loop, sched
 from nanocompile.targets.arch import Arch, host_arch
 
 COLUMN_VECTORS = 4  # vectors of output columns per k loop
-ROWS = 3  # rows jammed with them: 12 accumulators + 3 row broadcasts of 16 registers
-# (2 rows: gate/up at 64 rows 26 ms, down 14 ms; 3 rows: 20 ms and 9 ms, bench matmul)
+ROWS = 3  # rows jammed with them: 12 accumulators + 3 row broadcasts fit AVX2's 16 ymm
+# registers (gcc -march=native on an AVX-512 machine has 32). bench matmul, 64 rows: 2 rows
+# gave gate/up 26 ms and down 14 ms, 3 rows 20 and 9 ms; 4 and 6 rows were tried on a noisy
+# machine and were not clearly better.
 
 
 def _extent(for_op: loop.ForOp) -> int | None:
