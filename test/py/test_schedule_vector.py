@@ -304,3 +304,15 @@ def test_privatize_refuses_stores_inside_the_reduction_loop() -> None:
       }
     }""")
     _unchanged(lambda k: privatize(k, "k"), kernel, NotPerfectlyNested)
+
+
+def test_arch_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nanocompile.targets.arch import ArchError, arch_named, host_arch
+
+    monkeypatch.setenv("NANOCOMPILE_ARCH", "scalar")
+    assert host_arch() == SCALAR
+    monkeypatch.setenv("NANOCOMPILE_ARCH", "foo")
+    with pytest.raises(ArchError, match="NANOCOMPILE_ARCH: unknown arch 'foo'"):
+        host_arch()
+    with pytest.raises(ArchError, match="needs CPU flags avx2"):
+        arch_named("avx2", frozenset({"sse2"}))

@@ -66,6 +66,9 @@ def host_arch() -> Arch:
     """``NANOCOMPILE_ARCH`` if set, else the widest arch this CPU runs."""
     override = os.environ.get("NANOCOMPILE_ARCH")
     if override:
-        return arch_named(override)
+        try:
+            return arch_named(override)
+        except ArchError as e:
+            raise ArchError(f"NANOCOMPILE_ARCH: {e}") from None
     flags = cpu_flags()
     return AVX2 if "avx2" in flags else SCALAR
