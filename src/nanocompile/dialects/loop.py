@@ -30,6 +30,10 @@ Two levels live in one module after ``lower-graph-to-loop``:
 
 Every kernel argument also carries the footprint it reads or writes (a view
 shape and strides), so bytes moved can be counted from the IR alone.
+
+This module defines the dialect and its kernel-level ops; the types are in
+``loop_types.py``, the program-level ops in ``loop_program.py`` and the vector
+ops in ``loop_vector.py``, all re-exported here.
 """
 
 from __future__ import annotations
@@ -41,14 +45,11 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntAttr,
     StringAttr,
-    SymbolRefAttr,
     VectorType,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
-    ParametrizedAttribute,
-    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
@@ -59,170 +60,67 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import AttrParser, Parser
+from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import IsolatedFromAbove, IsTerminator, NoTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from nanocompile.dialects.graph import DimAttr, ElementsAttr
-from nanocompile.dialects.loop_vector import VECTOR_OPS
-from nanocompile.dialects.loop_vector import SplatOp as SplatOp
-from nanocompile.dialects.loop_vector import VCmpOp as VCmpOp
-from nanocompile.dialects.loop_vector import VSelectOp as VSelectOp
-from nanocompile.dialects.syntax import parse_dim_expr
-from nanocompile.dtypes import DTYPES
+from nanocompile.dialects.graph import DimAttr
+from nanocompile.dialects.loop_program import (
+    BUFFER_KINDS,
+    BufferOp,
+    LaunchOp,
+    OutputOp,
+    ProgramOp,
+    RequireOp,
+    ViewOp,
+)
+from nanocompile.dialects.loop_types import (
+    BufType,
+    FootprintAttr,
+    LayoutAttr,
+    PtrType,
+    ViewType,
+    _dims_attr,
+    _dims_text,
+    _parse_dims,
+    dtype_of_scalar,
+    scalar_type,
+)
+from nanocompile.dialects.loop_vector import VECTOR_OPS, SplatOp, VCmpOp, VSelectOp
 from nanocompile.symbolic import Expr, ExprLike
 
-# --------------------------------------------------------------------------
-# Types and attributes
-# --------------------------------------------------------------------------
-
-
-def _dims_attr(dims: Sequence[ExprLike]) -> ArrayAttr[DimAttr]:
-    return ArrayAttr([DimAttr(Expr.lift(d)) for d in dims])
-
-
-def _dims_text(dims: Sequence[Expr]) -> str:
-    return "[" + ", ".join(str(d) for d in dims) + "]"
-
-
-def _parse_dims(parser: AttrParser) -> list[Expr]:
-    return parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
-                                             lambda: parse_dim_expr(parser))
-
-
-def _parse_dtype(parser: AttrParser) -> str:
-    pos = parser.pos
-    dtype = parser.parse_identifier()
-    if dtype not in DTYPES:
-        parser.raise_error(f"unknown dtype '{dtype}'", pos, parser.pos)
-    return dtype
-
-
-@irdl_attr_definition
-class PtrType(ParametrizedAttribute, TypeAttribute):
-    """A kernel argument: a base pointer to elements of one dtype, ``!loop.ptr<f32>``."""
-
-    name = "loop.ptr"
-    dtype: StringAttr
-
-    @staticmethod
-    def get(dtype: str) -> PtrType:
-        return PtrType(StringAttr(dtype))
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
-        with parser.in_angle_brackets():
-            return [StringAttr(_parse_dtype(parser))]
-
-    def print_parameters(self, printer: Printer) -> None:
-        printer.print_string(f"<{self.dtype.data}>")
-
-
-class _ShapedType(ParametrizedAttribute, TypeAttribute):
-    shape: ArrayAttr[DimAttr]
-    dtype: StringAttr
-
-    @classmethod
-    def get(cls, dtype: str, shape: Sequence[ExprLike]):  # type: ignore[no-untyped-def]
-        return cls(_dims_attr(shape), StringAttr(dtype))
-
-    @property
-    def dims(self) -> tuple[Expr, ...]:
-        return tuple(d.data for d in self.shape.data)
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
-        with parser.in_angle_brackets():
-            dims = _parse_dims(parser)
-            parser.parse_punctuation(",")
-            dtype = _parse_dtype(parser)
-        return [_dims_attr(dims), StringAttr(dtype)]
-
-    def print_parameters(self, printer: Printer) -> None:
-        printer.print_string(f"<{_dims_text(self.dims)}, {self.dtype.data}>")
-
-
-@irdl_attr_definition
-class BufType(_ShapedType):
-    """A contiguous buffer of the program, ``!loop.buf<[seq, 896], f32>``."""
-
-    name = "loop.buf"
-
-
-@irdl_attr_definition
-class ViewType(_ShapedType):
-    """A strided view of a buffer, ``!loop.view<[14, seq, 64], f32>``."""
-
-    name = "loop.view"
-
-
-@irdl_attr_definition
-class LayoutAttr(ParametrizedAttribute):
-    """Offset and strides, in elements: ``#loop.layout<0, [896, 1]>``."""
-
-    name = "loop.layout"
-    offset: DimAttr
-    strides: ArrayAttr[DimAttr]
-
-    @staticmethod
-    def get(offset: ExprLike, strides: Sequence[ExprLike]) -> LayoutAttr:
-        return LayoutAttr(DimAttr(Expr.lift(offset)), _dims_attr(strides))
-
-    @property
-    def offset_expr(self) -> Expr:
-        return self.offset.data
-
-    @property
-    def stride_exprs(self) -> tuple[Expr, ...]:
-        return tuple(d.data for d in self.strides.data)
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
-        with parser.in_angle_brackets():
-            offset = parse_dim_expr(parser)
-            parser.parse_punctuation(",")
-            strides = _parse_dims(parser)
-        return [DimAttr(offset), _dims_attr(strides)]
-
-    def print_parameters(self, printer: Printer) -> None:
-        printer.print_string(f"<{self.offset_expr}, {_dims_text(self.stride_exprs)}>")
-
-
-@irdl_attr_definition
-class FootprintAttr(ParametrizedAttribute):
-    """What a kernel argument touches: a shape and strides, ``#loop.fp<[seq, 896], [896, 1]>``.
-
-    Distinct elements = product of the dims whose stride is not 0.
-    """
-
-    name = "loop.fp"
-    shape: ArrayAttr[DimAttr]
-    strides: ArrayAttr[DimAttr]
-
-    @staticmethod
-    def get(shape: Sequence[ExprLike], strides: Sequence[ExprLike]) -> FootprintAttr:
-        return FootprintAttr(_dims_attr(shape), _dims_attr(strides))
-
-    @property
-    def dims(self) -> tuple[Expr, ...]:
-        return tuple(d.data for d in self.shape.data)
-
-    @property
-    def stride_exprs(self) -> tuple[Expr, ...]:
-        return tuple(d.data for d in self.strides.data)
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
-        with parser.in_angle_brackets():
-            shape = _parse_dims(parser)
-            parser.parse_punctuation(",")
-            strides = _parse_dims(parser)
-        return [_dims_attr(shape), _dims_attr(strides)]
-
-    def print_parameters(self, printer: Printer) -> None:
-        printer.print_string(f"<{_dims_text(self.dims)}, {_dims_text(self.stride_exprs)}>")
-
+# The dialect is defined here with its kernel-level ops; its types, the
+# program-level ops and the vector ops live in loop_types.py, loop_program.py and
+# loop_vector.py and are re-exported, so ``loop.BufferOp`` etc. keep working.
+__all__ = [
+    "BUFFER_KINDS",
+    "BufType",
+    "BufferOp",
+    "CheckOp",
+    "FootprintAttr",
+    "ForOp",
+    "IfOp",
+    "KernelOp",
+    "LaunchOp",
+    "LayoutAttr",
+    "LoadOp",
+    "Loop",
+    "OutputOp",
+    "ProgramOp",
+    "PtrType",
+    "RequireOp",
+    "SplatOp",
+    "StoreOp",
+    "SymOp",
+    "VCmpOp",
+    "VSelectOp",
+    "ViewOp",
+    "ViewType",
+    "YieldOp",
+    "dtype_of_scalar",
+    "scalar_type",
+]
 
 # --------------------------------------------------------------------------
 # Kernel-level ops
@@ -681,318 +579,6 @@ class KernelOp(IRDLOperation):
         fps = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_attribute)
         region = parser.parse_region(args)
         return cls(name, region.detach_block(0), syms, access, fps)  # type: ignore[arg-type]
-
-
-# --------------------------------------------------------------------------
-# Program-level ops
-# --------------------------------------------------------------------------
-
-BUFFER_KINDS = ("input", "weight", "output", "const", "temp", "packed")
-
-
-@irdl_op_definition
-class BufferOp(IRDLOperation):
-    """A buffer of the program: a graph input, weight or output (by name), a
-    constant (with its values), a temporary (placed in the arena) or a packed
-    copy of a weight (``sched.pack``: made by the runtime when it binds the
-    weight; ``[N, K]`` becomes ``[N / tile, K, tile]``).
-
-    ``%b = loop.buffer temp : !loop.buf<[seq, 896], f32>``,
-    ``%w = loop.buffer weight "model.norm.weight" : !loop.buf<[896], f32>``,
-    ``%p = loop.buffer packed "lm_head.weight" tile 8 : !loop.buf<[112, 896, 8], f32>``
-    """
-
-    name = "loop.buffer"
-    kind = prop_def(StringAttr)
-    buffer_name = opt_prop_def(StringAttr, prop_name="name")
-    value = opt_prop_def(ElementsAttr)
-    tile = opt_prop_def(IntAttr)
-    result = result_def(BufType)
-
-    def __init__(self, kind: str, buf_type: BufType, name: str | None = None,
-                 value: ElementsAttr | None = None, tile: int | None = None) -> None:
-        props: dict[str, Attribute] = {"kind": StringAttr(kind)}
-        if name is not None:
-            props["name"] = StringAttr(name)
-        if value is not None:
-            props["value"] = value
-        if tile is not None:
-            props["tile"] = IntAttr(tile)
-        super().__init__(properties=props, result_types=[buf_type])
-
-    def verify_(self) -> None:
-        kind = self.kind.data
-        if kind not in BUFFER_KINDS:
-            raise VerifyException(f"loop.buffer: unknown kind '{kind}', expected one of "
-                                  f"{', '.join(BUFFER_KINDS)}")
-        named = kind in ("input", "weight", "output", "packed")
-        if (kind == "packed") != (self.tile is not None):
-            raise VerifyException(f"loop.buffer {kind}: a tile is "
-                                  f"{'required' if kind == 'packed' else 'not allowed'}")
-        if self.tile is not None:
-            dims = self.result.type.dims
-            if len(dims) != 3 or dims[2] != self.tile.data or self.tile.data < 2:
-                raise VerifyException(f"loop.buffer packed: expected a [N / {self.tile.data}, "
-                                      f"K, {self.tile.data}] buffer, got {_dims_text(dims)}")
-        if named != (self.buffer_name is not None):
-            raise VerifyException(f"loop.buffer {kind}: a name is "
-                                  f"{'required' if named else 'not allowed'}")
-        if (kind == "const") != (self.value is not None):
-            raise VerifyException(f"loop.buffer {kind}: values are "
-                                  f"{'required' if kind == 'const' else 'not allowed'}")
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.kind.data}")
-        if self.buffer_name is not None:
-            printer.print_string(" ")
-            printer.print_string_literal(self.buffer_name.data)
-        if self.tile is not None:
-            printer.print_string(f" tile {self.tile.data}")
-        if self.value is not None:
-            printer.print_string(" ")
-            printer.print_attribute(self.value)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> BufferOp:
-        kind = parser.parse_identifier()
-        name = parser.parse_optional_str_literal()
-        value = tile = None
-        if parser.parse_optional_keyword("tile") is not None:
-            tile = parser.parse_integer(allow_boolean=False, allow_negative=False)
-        if kind == "const":
-            value = parser.parse_attribute()
-        parser.parse_punctuation(":")
-        return cls(kind, parser.parse_type(), name, value, tile)  # type: ignore[arg-type]
-
-
-@irdl_op_definition
-class ViewOp(IRDLOperation):
-    """A strided view of a buffer: ``%v = loop.view %b layout <0, [896, 1]> :
-    !loop.buf<[seq, 896], f32> -> !loop.view<[seq, 896], f32>``."""
-
-    name = "loop.view"
-    source = operand_def(BufType)
-    layout = prop_def(LayoutAttr)
-    result = result_def(ViewType)
-    traits = traits_def(Pure())
-
-    def __init__(self, source: SSAValue, shape: Sequence[ExprLike], offset: ExprLike,
-                 strides: Sequence[ExprLike]) -> None:
-        assert isinstance(source.type, BufType)
-        super().__init__(operands=[source],
-                         properties={"layout": LayoutAttr.get(offset, strides)},
-                         result_types=[ViewType.get(source.type.dtype.data, shape)])
-
-    def verify_(self) -> None:
-        shape, strides = self.result.type.dims, self.layout.stride_exprs
-        if len(shape) != len(strides):
-            raise VerifyException(f"loop.view: {len(shape)} dims but {len(strides)} strides")
-        if self.result.type.dtype != self.source.type.dtype:
-            raise VerifyException("loop.view: the view and its buffer differ in dtype")
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_operand(self.source)
-        printer.print_string(f" layout <{self.layout.offset_expr}, "
-                             f"{_dims_text(self.layout.stride_exprs)}> : ")
-        printer.print_attribute(self.source.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ViewOp:
-        src = parser.parse_unresolved_operand()
-        parser.parse_keyword("layout")
-        parser.parse_punctuation("<")
-        offset = parse_dim_expr(parser)
-        parser.parse_punctuation(",")
-        strides = _parse_dims(parser)
-        parser.parse_punctuation(">")
-        parser.parse_punctuation(":")
-        buf_type = parser.parse_type()
-        parser.parse_punctuation("->")
-        view_type = parser.parse_type()
-        if not isinstance(view_type, ViewType):
-            parser.raise_error(f"expected a !loop.view type, got {view_type}")
-        return cls(parser.resolve_operand(src, buf_type), view_type.dims, offset, strides)
-
-
-@irdl_op_definition
-class RequireOp(IRDLOperation):
-    """A run-time precondition of the program on its symbols: ``expr >= 0``.
-
-    ``loop.require seq - 1 >= 0, "graph.slice: start past the end"``. The
-    runtime and the C entry both check every requirement before any kernel
-    runs (a symbolic slice whose bounds the verifier could not decide).
-    """
-
-    name = "loop.require"
-    expr = prop_def(DimAttr)
-    message = prop_def(StringAttr)
-
-    def __init__(self, expr: ExprLike, message: str) -> None:
-        super().__init__(properties={"expr": DimAttr(Expr.lift(expr)),
-                                     "message": StringAttr(message)})
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.expr.data} >= 0, ")
-        printer.print_string_literal(self.message.data)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> RequireOp:
-        expr = parse_dim_expr(parser)
-        parser.parse_punctuation(">=")
-        zero = parser.parse_integer(allow_boolean=False)
-        if zero != 0:
-            parser.raise_error("expected '>= 0'")
-        parser.parse_punctuation(",")
-        return cls(expr, parser.parse_str_literal())
-
-
-@irdl_op_definition
-class LaunchOp(IRDLOperation):
-    """Run a kernel on views (one per kernel argument), in program order:
-    ``loop.launch @add_2d(%out, %a, %b) : !loop.view<...>, ...``."""
-
-    name = "loop.launch"
-    kernel = prop_def(SymbolRefAttr)
-    views = var_operand_def(ViewType)
-    assembly_format = "$kernel `(` $views `)` attr-dict `:` type($views)"
-
-    def __init__(self, kernel: str, views: Sequence[SSAValue]) -> None:
-        super().__init__(operands=[list(views)], properties={"kernel": SymbolRefAttr(kernel)})
-
-    @property
-    def kernel_name(self) -> str:
-        return self.kernel.root_reference.data
-
-
-@irdl_op_definition
-class OutputOp(IRDLOperation):
-    """The program's named outputs, each a whole ``output`` buffer:
-    ``loop.output "logits" = %b : !loop.buf<[seq, 151936], f32>``."""
-
-    name = "loop.output"
-    buffers = var_operand_def(BufType)
-    output_names = prop_def(ArrayAttr[StringAttr], prop_name="names")
-    traits = traits_def(IsTerminator())
-
-    def __init__(self, outputs: Sequence[tuple[str, SSAValue]]) -> None:
-        super().__init__(operands=[[v for _, v in outputs]],
-                         properties={"names": ArrayAttr([StringAttr(n) for n, _ in outputs])})
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(s.data for s in self.output_names.data)
-
-    def print(self, printer: Printer) -> None:
-        pairs = list(zip(self.names, self.buffers, strict=True))
-        if not pairs:
-            return
-        printer.print_string(" ")
-        printer.print_list(pairs, lambda p: (printer.print_string_literal(p[0]),
-                                             printer.print_string(" = "),
-                                             printer.print_operand(p[1])))
-        printer.print_string(" : ")
-        printer.print_list([b.type for b in self.buffers], printer.print_attribute)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> OutputOp:
-        pairs = []
-        if (first := parser.parse_optional_str_literal()) is not None:
-            parser.parse_punctuation("=")
-            pairs.append((first, parser.parse_unresolved_operand()))
-            while parser.parse_optional_punctuation(",") is not None:
-                name = parser.parse_str_literal()
-                parser.parse_punctuation("=")
-                pairs.append((name, parser.parse_unresolved_operand()))
-            parser.parse_punctuation(":")
-            types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-        else:
-            types = []
-        return cls([(n, parser.resolve_operand(u, t))
-                    for (n, u), t in zip(pairs, types, strict=True)])
-
-
-@irdl_op_definition
-class ProgramOp(IRDLOperation):
-    """The host side of a compiled graph: buffers, views and kernel launches.
-
-    ``loop.program @qwen2 syms ["seq", "past"] { ... loop.output ... }``
-    """
-
-    name = "loop.program"
-    sym_name = prop_def(StringAttr)
-    syms = prop_def(ArrayAttr[StringAttr])
-    body = region_def("single_block")
-
-    def __init__(self, name: str, symbols: Sequence[str], body: Block) -> None:
-        super().__init__(properties={"sym_name": StringAttr(name),
-                                     "syms": ArrayAttr([StringAttr(s) for s in symbols])},
-                         regions=[Region(body)])
-
-    @property
-    def symbols(self) -> tuple[str, ...]:
-        return tuple(s.data for s in self.syms.data)
-
-    def buffers(self) -> list[BufferOp]:
-        return [op for op in self.body.block.ops if isinstance(op, BufferOp)]
-
-    def launches(self) -> list[LaunchOp]:
-        return [op for op in self.body.block.ops if isinstance(op, LaunchOp)]
-
-    def requirements(self) -> list[RequireOp]:
-        return [op for op in self.body.block.ops if isinstance(op, RequireOp)]
-
-    def output_op(self) -> OutputOp:
-        last = self.body.block.last_op
-        if not isinstance(last, OutputOp):
-            raise VerifyException(f"loop.program @{self.sym_name.data} must end with loop.output")
-        return last
-
-    def verify_(self) -> None:
-        self.output_op()
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(" syms [")
-        printer.print_list(self.symbols, printer.print_string_literal)
-        printer.print_string("] ")
-        printer.print_region(self.body, print_entry_block_args=False)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ProgramOp:
-        name = parser.parse_symbol_name().data
-        parser.parse_keyword("syms")
-        syms = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
-                                                 parser.parse_str_literal)
-        region = parser.parse_region()
-        return cls(name, syms, region.detach_block(0))
-
-
-# --------------------------------------------------------------------------
-# dtype <-> scalar type
-# --------------------------------------------------------------------------
-
-
-def scalar_type(dtype: str) -> Attribute:
-    """The scalar SSA type of one element of ``dtype`` (bool is i1)."""
-    from xdsl.dialects.builtin import bf16, f32, i1, i8, i32, i64
-
-    return {"f32": f32, "i64": i64, "i32": i32, "i8": i8, "bool": i1, "bf16": bf16}[dtype]
-
-
-def dtype_of_scalar(t: Attribute) -> str:
-    from xdsl.dialects.builtin import bf16, f32, i1, i8, i32, i64
-
-    for name, ty in (("f32", f32), ("i64", i64), ("i32", i32), ("i8", i8), ("bool", i1),
-                     ("bf16", bf16)):
-        if t == ty:
-            return name
-    raise VerifyException(f"{t} is not an element type of a buffer")
 
 
 Loop = Dialect(
