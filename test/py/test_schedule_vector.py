@@ -316,3 +316,22 @@ def test_arch_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         host_arch()
     with pytest.raises(ArchError, match="needs CPU flags avx2"):
         arch_named("avx2", frozenset({"sse2"}))
+
+
+def test_apply_schedule_refusals_are_located(tmp_path) -> None:
+    """nc-opt names the file:line:col of the directive (or schedule) that failed."""
+    import subprocess
+    import sys
+
+    text = """builtin.module {
+  sched.schedule @nope {
+    sched.parallel "d0"
+  }
+}
+"""
+    path = tmp_path / "nope.mlir"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "nanocompile.tools.nc_opt", str(path), "-p",
+                           "apply-schedule"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert f"{path}:2:3: apply-schedule: sched.schedule @nope: no loop.kernel" in proc.stderr

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -46,30 +47,47 @@ def apply_directives(kernel: loop.KernelOp, schedule: sched.ScheduleOp,
     appends its plan to ``packs`` for the caller to apply with
     ``pack_program`` once the copy replaces the kernel."""
     copy = kernel.clone()
-    for directive in schedule.directives():
-        if isinstance(directive, sched.Parallel):
-            parallel(copy, directive.loop, directive.grain)
-        elif isinstance(directive, sched.Split):
-            split(copy, directive.loop, directive.factor, directive.outer, directive.inner,
-                  directive.peel)
-        elif isinstance(directive, sched.Reorder):
-            reorder(copy, list(directive.loops))
-        elif isinstance(directive, sched.Unroll):
-            unroll(copy, directive.loop, directive.factor)
-        elif isinstance(directive, sched.Vectorize):
-            vectorize(copy, directive.loop, directive.width)
-        elif isinstance(directive, sched.Privatize):
-            privatize(copy, directive.loop)
-        elif isinstance(directive, sched.Pack):
-            if module is None or packs is None:
-                raise ScheduleError(f"@{kernel.sym_name.data}: pack rewrites the program's "
-                                    "launches, so it needs the module")
-            plan = check_pack(module, copy, directive.arg, directive.tile)
-            pack_kernel(copy, plan)
-            packs.append(plan)
-        else:
-            raise AssertionError(f"no primitive for {directive}")
+    for op in schedule.directive_ops():
+        try:
+            _apply_one(copy, op.to_directive(), kernel, module, packs)
+        except ScheduleError as e:  # remember the directive's place in the input
+            e.where = _where(op)  # type: ignore[attr-defined]
+            raise
     return copy
+
+
+def _where(op: Operation) -> str:
+    """``file:line:col: `` of an op parsed from text, else nothing."""
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
+    return ""
+
+
+def _apply_one(copy: loop.KernelOp, directive: sched.Directive, kernel: loop.KernelOp,
+               module: ModuleOp | None, packs: list[PackPlan] | None) -> None:
+    if isinstance(directive, sched.Parallel):
+        parallel(copy, directive.loop, directive.grain)
+    elif isinstance(directive, sched.Split):
+        split(copy, directive.loop, directive.factor, directive.outer, directive.inner,
+              directive.peel)
+    elif isinstance(directive, sched.Reorder):
+        reorder(copy, list(directive.loops))
+    elif isinstance(directive, sched.Unroll):
+        unroll(copy, directive.loop, directive.factor)
+    elif isinstance(directive, sched.Vectorize):
+        vectorize(copy, directive.loop, directive.width)
+    elif isinstance(directive, sched.Privatize):
+        privatize(copy, directive.loop)
+    elif isinstance(directive, sched.Pack):
+        if module is None or packs is None:
+            raise ScheduleError(f"@{kernel.sym_name.data}: pack rewrites the program's "
+                                "launches, so it needs the module")
+        plan = check_pack(module, copy, directive.arg, directive.tile)
+        pack_kernel(copy, plan)
+        packs.append(plan)
+    else:
+        raise AssertionError(f"no primitive for {directive}")
 
 
 def replace_kernel(module: ModuleOp, kernel: loop.KernelOp, scheduled: loop.KernelOp,
@@ -90,8 +108,10 @@ def apply_schedules(module: ModuleOp) -> int:
     for schedule in schedules:
         kernel = kernels.get(schedule.kernel_name)
         if kernel is None:
-            raise ScheduleError(f"sched.schedule @{schedule.kernel_name}: no loop.kernel "
-                                "of that name")
+            error = ScheduleError(f"sched.schedule @{schedule.kernel_name}: no loop.kernel "
+                                  "of that name")
+            error.where = _where(schedule)  # type: ignore[attr-defined]
+            raise error
         packs: list[PackPlan] = []
         replacements.append((kernel, apply_directives(kernel, schedule, module, packs), packs))
     for kernel, scheduled, packs in replacements:
@@ -112,4 +132,5 @@ class ApplySchedulePass(ModulePass):
         try:
             apply_schedules(op)
         except ScheduleError as e:
-            raise PassFailedException(f"apply-schedule: {e}") from None
+            where = getattr(e, "where", "")
+            raise PassFailedException(f"{where}apply-schedule: {e}") from None
