@@ -481,16 +481,6 @@ def run_case(case: Case, program: Any, reference_fn: Callable[[np.ndarray], np.n
 # the run
 
 
-def _parse_threads(text: str) -> list[int]:
-    try:
-        threads = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise BenchError(f"--threads wants comma-separated integers, got {text!r}") from None
-    if not threads or any(t < 1 or t > 256 for t in threads):
-        raise BenchError(f"--threads wants counts in 1..256, got {text!r}")
-    return sorted(set(threads))
-
-
 def _parse_shapes(text: str | None, available: Sequence[MatmulShape]) -> list[MatmulShape]:
     if text is None:
         return list(available)
@@ -618,10 +608,11 @@ def _measurements(summaries: list[dict[str, Any]], cases: list[Case]) -> list[di
 
 def run_benchmark(args: argparse.Namespace) -> int:
     """Compile, check, time and report every requested case; append one record."""
+    from bench.probe import parse_threads
     from nanocompile.compiler import CompileTimes, compile_program
     from nanocompile.interpreter import run_graph
 
-    threads = _parse_threads(args.threads)
+    threads = parse_threads(args.threads)
     shapes = _parse_shapes(args.shapes, SMOKE_SHAPES if args.smoke else SHAPES)
     rounds = args.rounds if args.rounds is not None else (
         SMOKE_ROUNDS if args.smoke else DEFAULT_ROUNDS)

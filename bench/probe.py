@@ -352,7 +352,8 @@ def _probe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-record", action="store_true", help="do not append to results.jsonl")
 
 
-def _parse_threads(text: str) -> list[int]:
+def parse_threads(text: str) -> list[int]:
+    """``--threads 1,2``: sorted distinct counts in 1..256, else a BenchError."""
     try:
         threads = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
@@ -369,7 +370,7 @@ def _parse_threads(text: str) -> list[int]:
 )
 def probe_command(args: argparse.Namespace) -> int:
     """Measure (or reuse today's measurement), print it, and record a fresh full run."""
-    threads = _parse_threads(args.threads)
+    threads = parse_threads(args.threads)
     if args.bytes is not None and args.bytes < (2 << 20):
         raise BenchError("--bytes must be at least 2 MiB")
     if args.passes is not None and not 1 <= args.passes <= 64:
