@@ -205,6 +205,54 @@ def test_ncopt_loop_for_iter_count_mismatch_is_located(tmp_path: Path) -> None:
     assert f"{path}:6:" in detail
 
 
+def test_ncopt_schedule_inside_a_kernel_is_located(tmp_path: Path) -> None:
+    """Bug 12 (nc-opt campaign, seed 0, inputs 2533/7319/8364): a sched.schedule
+    moved inside a loop.kernel reached the C target, which assumed every op
+    has a result (IndexError). A schedule must sit at module level."""
+    path = tmp_path / "nested.mlir"
+    path.write_text(
+        "builtin.module {\n"
+        '  loop.kernel @k(%0: !loop.ptr<f32>) syms [] access ["w"]'
+        " footprints [#loop.fp<[8], [1]>] {\n"
+        '    sched.schedule @k {\n'
+        '      sched.parallel "d0"\n'
+        "    }\n"
+        "  }\n"
+        "}\n")
+    outcome, detail = fuzz.run_ncopt_inprocess(path, ("-p", "apply-schedule", "-t", "c"), 10.0)
+    assert outcome == "located", f"{outcome}: {detail}"
+    assert f"{path}:3:" in detail
+
+
+def test_ncopt_foreign_op_in_a_graph_is_located(tmp_path: Path) -> None:
+    """Bug 13 (nc-opt campaign, seed 0, input 6463): a result-less op of another
+    dialect inside graph.func crashed the fuse pass (IndexError); graph.func now
+    accepts only graph ops."""
+    path = tmp_path / "foreign.mlir"
+    path.write_text(
+        "graph.func @f {\n"
+        '  %x = graph.input "x" : !graph.tensor<[4], f32>\n'
+        '  "test.op"() : () -> ()\n'
+        '  graph.return "y" = %x : !graph.tensor<[4], f32>\n'
+        "}\n")
+    outcome, detail = fuzz.run_ncopt_inprocess(path, ("-p", "fuse"), 10.0)
+    assert outcome == "located", f"{outcome}: {detail}"
+    assert f"{path}:3:" in detail
+
+
+def test_c_target_refuses_a_result_less_foreign_op() -> None:
+    from xdsl.dialects.test import TestOp
+    from xdsl.ir import Block
+
+    from nanocompile.dialects import loop
+    from nanocompile.targets.c import CEmitter, EmitError
+
+    kernel = loop.KernelOp("k", Block(), [], [], [])
+    kernel.body.block.add_op(TestOp())
+    with pytest.raises(EmitError, match=r"cannot print test\.op inside a kernel"):
+        CEmitter().emit_kernel(kernel)
+
+
 # --------------------------------------------------------------------------
 # safetensors
 # --------------------------------------------------------------------------

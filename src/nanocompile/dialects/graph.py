@@ -284,6 +284,13 @@ class GraphFuncOp(IRDLOperation):
                 raise VerifyException(
                     f"graph.func @{self.sym_name.data}: {kind} names {dupes} are not unique"
                 )
+        for op in self.block.ops:
+            if not isinstance(op, GraphPrimitiveOp | FusedOp | ReturnOp):
+                error = VerifyException(f"graph.func @{self.sym_name.data}: {op.name} is not a "
+                                        "graph op (a graph holds primitives, graph.fused "
+                                        "and graph.return)")
+                error.op = op  # type: ignore[attr-defined]  # lets nc-opt locate it
+                raise error
         bound = self.bound_symbols()
         for op in self.block.ops:
             _check_bound(op, bound)

@@ -38,6 +38,7 @@ from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
     IntegerAttr,
+    ModuleOp,
     StringAttr,
     SymbolRefAttr,
     UnitAttr,
@@ -95,7 +96,7 @@ class ScheduleOp(IRDLOperation):
     name = "sched.schedule"
     kernel = prop_def(SymbolRefAttr)
     body = region_def("single_block")
-    traits = traits_def(NoTerminator())
+    traits = traits_def(NoTerminator(), HasParent(ModuleOp))
 
     def __init__(self, kernel: str, body: Block | Sequence[DirectiveOp] = ()) -> None:
         block = body if isinstance(body, Block) else Block(list(body))

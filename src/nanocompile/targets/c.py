@@ -233,6 +233,8 @@ class CEmitter:
             return
         if isinstance(op, loop.YieldOp):
             return  # handled by the enclosing loop
+        if len(op.results) != 1:
+            raise EmitError(f"{_where(op)}the C target cannot print {op.name} inside a kernel")
         result = op.results[0]
         expr = self._expr(op, f)
         name = f.fresh(result)
