@@ -263,19 +263,23 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
     outer_block = Block(arg_types=[IndexType(), *carried])
     io = outer_block.args[0]
     start = arith.MuliOp(io, f)                      # offset of this tile from lb
-    left = arith.SubiOp(n, start)                    # iterations left from here
-    count = arith.MinSIOp(left, f)                   # this tile's length
     base = arith.AddiOp(lb, start)
-    outer_block.add_ops([start, left, count, base])
+    lo, hi = _const(lb), _const(ub)
+    exact = lo is not None and hi is not None and (hi - lo) % factor == 0
+    if exact or peel:  # whole tiles: the inner loop has a constant trip count
+        outer_block.add_ops([start, base])
+        inner_ub = f.result
+    else:
+        left = arith.SubiOp(n, start)                # iterations left from here
+        count = arith.MinSIOp(left, f)               # this tile's length
+        outer_block.add_ops([start, left, count, base])
+        inner_ub = count.result
     inner_block = Block(arg_types=[IndexType(), *carried])
     i = arith.AddiOp(base, inner_block.args[0])
     inner_block.add_op(i)
     mapping: dict[SSAValue, SSAValue] = {target.iv: i.result, **dict(
         zip(target.iter_args, inner_block.args[1:], strict=True))}
     _clone_body(target.body.block, mapping, inner_block)
-    lo, hi = _const(lb), _const(ub)
-    exact = lo is not None and hi is not None and (hi - lo) % factor == 0
-    inner_ub = f.result if exact or peel else count.result  # whole tiles: a constant trip
     inner_loop = loop.ForOp(inner, zero.result, inner_ub, inner_block,
                             list(outer_block.args[1:]))
     outer_block.add_op(inner_loop)
