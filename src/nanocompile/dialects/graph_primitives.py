@@ -92,8 +92,10 @@ class GraphPrimitiveOp(IRDLOperation):
         return out
 
     def infer(self) -> TensorSpec:
-        """The result type implied by the operands and properties."""
-        raise NotImplementedError
+        """The result type implied by the operands and properties. Every primitive
+        overrides it (test_graph_dialect checks each registered one); reaching
+        this base means a new op class forgot to."""
+        raise TypeError(f"{type(self).__name__} ({self.name}) does not define infer()")
 
     def verify_(self) -> None:
         try:

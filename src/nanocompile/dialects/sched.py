@@ -208,7 +208,9 @@ class DirectiveOp(IRDLOperation):
         return ()
 
     def to_directive(self) -> Directive:
-        raise NotImplementedError
+        """The directive as a plain record. Every directive op overrides it
+        (test_sched_dialect checks each registered one)."""
+        raise TypeError(f"{type(self).__name__} ({self.name}) does not define to_directive()")
 
 
 class _LoopDirectiveOp(DirectiveOp):
