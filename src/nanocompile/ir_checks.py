@@ -9,6 +9,7 @@ earlier in an enclosing block).
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import FileLineColLoc
 from xdsl.ir import Block, Operation, SSAValue
 
 
@@ -41,3 +42,11 @@ def _check_block(block: Block, visible: set[SSAValue]) -> None:
     for op in block.ops:
         _check_op(op, visible)
         visible.update(op.results)
+
+
+def where(op: Operation) -> str:
+    """``file:line:col: `` of an op parsed from text (nc-opt records it), else nothing."""
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
+    return ""

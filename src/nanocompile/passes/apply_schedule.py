@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import loop, sched
+from nanocompile.ir_checks import where
 from nanocompile.schedule.pack import PackPlan, check_pack, pack_kernel, pack_program
 from nanocompile.schedule.primitives import (
     ScheduleError,
@@ -51,17 +51,10 @@ def apply_directives(kernel: loop.KernelOp, schedule: sched.ScheduleOp,
         try:
             _apply_one(copy, op.to_directive(), kernel, module, packs)
         except ScheduleError as e:  # remember the directive's place in the input
-            e.where = _where(op)  # type: ignore[attr-defined]
+            e.where = where(op)  # type: ignore[attr-defined]
             raise
     return copy
 
-
-def _where(op: Operation) -> str:
-    """``file:line:col: `` of an op parsed from text, else nothing."""
-    loc = op.location
-    if isinstance(loc, FileLineColLoc):
-        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
-    return ""
 
 
 def _apply_one(copy: loop.KernelOp, directive: sched.Directive, kernel: loop.KernelOp,
@@ -110,7 +103,7 @@ def apply_schedules(module: ModuleOp) -> int:
         if kernel is None:
             error = ScheduleError(f"sched.schedule @{schedule.kernel_name}: no loop.kernel "
                                   "of that name")
-            error.where = _where(schedule)  # type: ignore[attr-defined]
+            error.where = where(schedule)  # type: ignore[attr-defined]
             raise error
         packs: list[PackPlan] = []
         replacements.append((kernel, apply_directives(kernel, schedule, module, packs), packs))

@@ -27,6 +27,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.dialects import loop, sched
+from nanocompile.schedule.primitives import _const
 from nanocompile.targets.arch import Arch, host_arch
 
 COLUMN_VECTORS = 4  # vectors of output columns per k loop
@@ -38,10 +39,7 @@ ROWS = 3  # rows jammed with them: 12 accumulators + 3 row broadcasts fit AVX2's
 
 def _extent(for_op: loop.ForOp) -> int | None:
     """The constant trip count of a loop from 0, if it has one."""
-    value = getattr(for_op.ub.owner, "value", None)
-    if value is None or not hasattr(value, "value"):
-        return None
-    return int(value.value.data)
+    return _const(for_op.ub)
 
 
 def _result_nest(kernel: loop.KernelOp) -> list[loop.ForOp]:

@@ -156,20 +156,23 @@ def _insert_before(anchor: Operation, ops: list[Operation]) -> None:
         block.insert_op_before(op, anchor)
 
 
-def _clone_body(body: Block, mapping: dict[SSAValue, SSAValue], into: Block,
-                skip_yield: bool = False) -> list[SSAValue]:
-    """Clone ``body``'s ops into ``into`` with ``mapping``; returns what it yields."""
-    yielded: list[SSAValue] = []
-    for op in body.ops:
-        if isinstance(op, loop.YieldOp):
-            yielded = [mapping.get(v, v) for v in op.values]
-            if not skip_yield:
-                into.add_op(loop.YieldOp(*yielded))
-            continue
+def clone_ops(ops: Sequence[Operation], mapping: dict[SSAValue, SSAValue], into: Block) -> None:
+    """Clone ``ops`` in order into ``into``, extending ``mapping`` with their results."""
+    for op in ops:
         clone = op.clone(value_mapper=mapping)
         into.add_op(clone)
         for old, new in zip(op.results, clone.results, strict=True):
             mapping[old] = new
+
+
+def _clone_body(body: Block, mapping: dict[SSAValue, SSAValue], into: Block,
+                skip_yield: bool = False) -> list[SSAValue]:
+    """Clone ``body``'s ops into ``into`` with ``mapping``; returns what it yields."""
+    clone_ops([op for op in body.ops if not isinstance(op, loop.YieldOp)], mapping, into)
+    last = body.last_op
+    yielded = [mapping.get(v, v) for v in last.values] if isinstance(last, loop.YieldOp) else []
+    if isinstance(last, loop.YieldOp) and not skip_yield:
+        into.add_op(loop.YieldOp(*yielded))
     return yielded
 
 

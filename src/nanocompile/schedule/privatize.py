@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, SSAValue
 
 from nanocompile.dialects import loop
 from nanocompile.schedule.primitives import (
@@ -32,19 +32,11 @@ from nanocompile.schedule.primitives import (
     _const,
     _depends_on,
     check_no_own_reads,
+    clone_ops,
     find_loop,
 )
 
 MAX_COPIES = 32
-
-
-def _clone_into(ops: list[Operation], mapping: dict[SSAValue, SSAValue],
-                into: Block) -> None:
-    for op in ops:
-        clone = op.clone(value_mapper=mapping)
-        into.add_op(clone)
-        for old, new in zip(op.results, clone.results, strict=True):
-            mapping[old] = new
 
 
 def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one check each)
@@ -106,7 +98,7 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
         const = arith.ConstantOp(IntegerAttr(v, IndexType()))
         setup.add_op(const)
         mapping: dict[SSAValue, SSAValue] = {outer.iv: const.result}
-        _clone_into(pre, mapping, setup)
+        clone_ops(pre, mapping, setup)
         maps.append(mapping)
     carried = len(inner.inits)
     inits = [m.get(v, v) for m in maps for v in inner.inits]
@@ -117,7 +109,7 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
         for j, arg in enumerate(inner.iter_args):
             mapping[arg] = jammed.args[1 + t * carried + j]
         ops = [op for op in inner.body.block.ops if not isinstance(op, loop.YieldOp)]
-        _clone_into(ops, mapping, jammed)
+        clone_ops(ops, mapping, jammed)
         last = inner.body.block.last_op
         assert isinstance(last, loop.YieldOp)
         yielded += [mapping.get(v, v) for v in last.values]
@@ -127,7 +119,7 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
     for t, mapping in enumerate(maps):
         for j, res in enumerate(inner.res):
             mapping[res] = new.res[t * carried + j]
-        _clone_into(post, mapping, setup)
+        clone_ops(post, mapping, setup)
     for op in list(setup.ops):
         op.detach()
         block.insert_op_before(op, outer)

@@ -44,6 +44,7 @@ from nanocompile.schedule.primitives import (
     CarriesValues,
     NameTaken,
     ScheduleError,
+    _const,
     _hoist_point,
     _insert_before,
     _names,
@@ -105,28 +106,22 @@ _FLOAT_BINARY = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.M
 _FLOAT_UNARY = (arith.NegfOp, xmath.ExpOp, xmath.SqrtOp, xmath.SinOp, xmath.CosOp)
 
 
-def _const_int(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return int(owner.value.value.data)
-    return None
-
-
-def outside_align(value: SSAValue) -> int:
-    """A known divisor of an index value defined outside the vectorized loop."""
-    c = _const_int(value)
+def known_divisor(value: SSAValue) -> int:
+    """A known divisor of a uniform index value (constants, products, sums and
+    loop indices with aligned starts; 1 when nothing is known)."""
+    c = _const(value)
     if c is not None:
         return abs(c) if c else _HUGE
     owner = value.owner
     if isinstance(owner, arith.MuliOp):
-        return min(_HUGE, outside_align(owner.lhs) * outside_align(owner.rhs))
+        return min(_HUGE, known_divisor(owner.lhs) * known_divisor(owner.rhs))
     if isinstance(owner, arith.AddiOp | arith.SubiOp):
-        return math.gcd(outside_align(owner.lhs), outside_align(owner.rhs))
+        return math.gcd(known_divisor(owner.lhs), known_divisor(owner.rhs))
     if isinstance(owner, Block) and isinstance(owner.parent_op(), loop.ForOp):
         for_op = owner.parent_op()
         assert isinstance(for_op, loop.ForOp)
         if value is for_op.iv:
-            return math.gcd(outside_align(for_op.lb), for_op.step.data)
+            return math.gcd(known_divisor(for_op.lb), for_op.step.data)
     return 1
 
 
@@ -139,12 +134,12 @@ class _Analysis:
         self.varying: set[SSAValue] = set()
         self.vector_ifs: set[loop.IfOp] = set()
         self.where = f"vectorize '{target.loop_name.data}'"
-        self.index[target.iv] = Lane(1, math.gcd(outside_align(target.lb), width))
+        self.index[target.iv] = Lane(1, math.gcd(known_divisor(target.lb), width))
 
     def lane(self, value: SSAValue) -> Lane:
         if value in self.index:
             return self.index[value]
-        return Lane(0, outside_align(value))
+        return Lane(0, known_divisor(value))
 
     def varies(self, value: SSAValue) -> bool:
         return value in self.varying or self.lane(value).coef != 0
@@ -192,8 +187,8 @@ class _Analysis:
     def index_op(self, op: Operation) -> Lane:
         operands = [self.lane(v) for v in op.operands]
         if all(lane.coef == 0 for lane in operands):
-            return Lane(0, self._uniform_align(op, operands))
-        c = [_const_int(v) for v in op.operands]
+            return Lane(0, known_divisor(op.results[0]))
+        c = [_const(v) for v in op.operands]
         if isinstance(op, arith.AddiOp):
             coef = operands[0].coef + operands[1].coef
             if coef == 1:
@@ -211,17 +206,6 @@ class _Analysis:
                 return Lane(1, tile)
         raise LaneIndexArithmetic(f"{self.where}: {op.name} makes an index that differs "
                                   "per lane in a way no vector load can follow")
-
-    @staticmethod
-    def _uniform_align(op: Operation, operands: list[Lane]) -> int:
-        c = _const_int(op.results[0])
-        if c is not None:
-            return abs(c) if c else _HUGE
-        if isinstance(op, arith.MuliOp):
-            return min(_HUGE, operands[0].align * operands[1].align)
-        if isinstance(op, arith.AddiOp | arith.SubiOp):
-            return math.gcd(operands[0].align, operands[1].align)
-        return 1
 
     def access(self, op: Operation, ptr: SSAValue, indices: tuple[SSAValue, ...] | list,
                strides: tuple) -> int | None:
@@ -417,7 +401,7 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     check_no_own_reads(kernel, target, f"vectorize '{name}'")
     analysis = _Analysis(target, width)
     analysis.run()
-    lo, hi = _const_int(target.lb), _const_int(target.ub)
+    lo, hi = _const(target.lb), _const(target.ub)
     needs_tail = lo is None or hi is None or (hi - lo) % width != 0
     taken = _names(kernel) & tail_names(target) if needs_tail else set()
     if taken:

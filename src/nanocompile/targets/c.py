@@ -28,7 +28,6 @@ from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
-    FileLineColLoc,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -41,6 +40,7 @@ from xdsl.utils.target import Target
 
 from nanocompile.dialects import loop
 from nanocompile.dtypes import numpy_dtype
+from nanocompile.ir_checks import where
 from nanocompile.symbolic import Expr
 from nanocompile.targets.c_vector import AVX2_PRELUDE, vector_c_type, vector_expr, vector_prefix
 
@@ -184,7 +184,7 @@ class CEmitter:
             elif isinstance(op, loop.ProgramOp):
                 parts.append(self.emit_program(op))
             else:
-                raise EmitError(f"{_where(op)}the C target cannot print {op.name} at module "
+                raise EmitError(f"{where(op)}the C target cannot print {op.name} at module "
                                 "level (lower the graph first: -p lower-graph-to-loop)")
         return "\n".join(parts)
 
@@ -234,7 +234,7 @@ class CEmitter:
         if isinstance(op, loop.YieldOp):
             return  # handled by the enclosing loop
         if len(op.results) != 1:
-            raise EmitError(f"{_where(op)}the C target cannot print {op.name} inside a kernel")
+            raise EmitError(f"{where(op)}the C target cannot print {op.name} inside a kernel")
         result = op.results[0]
         expr = self._expr(op, f)
         name = f.fresh(result)
@@ -451,13 +451,6 @@ class CEmitter:
                             "(t1.tv_nsec - t0.tv_nsec);")
         return body
 
-
-def _where(op: Operation) -> str:
-    """``file:line:col: `` of an op parsed from text, else nothing."""
-    loc = op.location
-    if isinstance(loc, FileLineColLoc):
-        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
-    return ""
 
 
 def _free_values(loop_op: loop.ForOp) -> list[SSAValue]:
