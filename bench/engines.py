@@ -29,7 +29,7 @@ nanocompile engines run the last-only graph (LM head on the last position),
 and torch is asked for the same (``logits_to_keep=1``), so prefill does the
 same arithmetic everywhere; llama.cpp computes only the last position's logits.
 
-Work counters come from the IR (``nanocompile.work.count_work``): kernel
+Work counters come from the IR (``nanocompile.analysis.work.count_work``): kernel
 launches and the exact bytes polynomial of the unfused (phase 2) and fused
 (phase 3) loop programs. FLOPs are counted from the config: matmul FLOPs
 only (2 per multiply-add; the 7 projections per token, causal attention
@@ -162,7 +162,7 @@ class Work:
     program: str  # "unfused" (phase 2) or "fused" (phase 3)
     launches: int
     distinct_kernels: int
-    bytes_moved: Any  # nanocompile.symbolic.Expr in seq and past
+    bytes_moved: Any  # nanocompile.ir.symbolic.Expr in seq and past
 
     def decode_bytes(self, past: int) -> int:
         """Bytes one decode step (seq = 1) moves with ``past`` cached tokens."""
@@ -182,8 +182,8 @@ class Work:
 
 def count_program_work(graph: Any, *, fused: bool) -> Work:
     """Count the loop program ``compile_program(graph, fuse=fused)`` builds."""
+    from nanocompile.analysis.work import count_work
     from nanocompile.compiler import lower_to_loop, optimize_graph
-    from nanocompile.work import count_work
 
     loop_ir = lower_to_loop(optimize_graph(graph) if fused else graph)
     work = count_work(loop_ir)
@@ -198,7 +198,7 @@ def count_program_work(graph: Any, *, fused: bool) -> Work:
 class _CacheModel:
     """An engine with ``new_cache(capacity)`` and ``forward(ids, cache) -> logits``.
 
-    Both ``nanocompile.engine.Engine`` (any backend) and the NumPy engine.
+    Both ``nanocompile.inference.engine.Engine`` (any backend) and the NumPy engine.
     """
 
     def __init__(self, engine: Any) -> None:
@@ -264,7 +264,7 @@ class Shared:
     def weights(self) -> Any:
         """``F32Weights`` shared by the interpreter and the C engines."""
         if self._weights is None:
-            from nanocompile.engine import F32Weights
+            from nanocompile.inference.engine import F32Weights
 
             self._weights = F32Weights(self.snapshot)
         return self._weights
@@ -298,7 +298,7 @@ class EngineSpec:
 
 
 def _build_interp(shared: Shared) -> Model:
-    from nanocompile.engine import Engine
+    from nanocompile.inference.engine import Engine
     from nanocompile.interpreter import InterpreterBackend
 
     return _CacheModel(Engine(shared.config, InterpreterBackend(shared.graph,
@@ -326,7 +326,7 @@ def _build_c(fuse: bool, schedule: bool = False) -> Callable[[Shared], Model]:
             raise EngineUnavailable("no gcc on PATH")
         from nanocompile.backend.runtime import CompiledBackend
         from nanocompile.compiler import compile_program
-        from nanocompile.engine import Engine
+        from nanocompile.inference.engine import Engine
 
         program = compile_program(shared.graph, shared.weights, fuse=fuse, schedule=schedule)
         engine = Engine(shared.config, CompiledBackend(program))

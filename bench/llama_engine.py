@@ -350,7 +350,7 @@ def agree(nano: Any, llama: LlamaCppModel, prompt: str, ids: Sequence[int],
           n_tokens: int) -> Agreement:
     """Greedy-generate ``n_tokens`` with both engines after ``ids``, side by side.
 
-    ``nano`` is a ``nanocompile.engine.Engine`` (last-only graph). Each engine
+    ``nano`` is a ``nanocompile.inference.engine.Engine`` (last-only graph). Each engine
     follows its own tokens; logit differences are taken while they agree.
     """
     cache = nano.new_cache(len(ids) + n_tokens)
@@ -375,7 +375,7 @@ def compiled_engine(snapshot: Any) -> Any:
     """nanocompile's compiled (fused C) engine on the last-only graph."""
     from nanocompile.backend.runtime import CompiledBackend
     from nanocompile.compiler import compile_program
-    from nanocompile.engine import Engine, F32Weights
+    from nanocompile.inference.engine import Engine, F32Weights
     from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
 
     graph = build_qwen2(snapshot.config, Qwen2GraphOptions(last_only=True))

@@ -142,7 +142,7 @@ def build_graph(shape: MatmulShape) -> Any:
     """The shape's graph module (input ``x: f32[seq, k]``, output ``y``), as the model builds it."""
     from nanocompile.frontend import composites as C
     from nanocompile.frontend.tensor import GraphBuilder
-    from nanocompile.symbolic import Expr
+    from nanocompile.ir.symbolic import Expr
 
     gb = GraphBuilder(f"mm_{shape.name}")
     x = gb.input("x", "f32", [Expr.sym("seq"), shape.k])

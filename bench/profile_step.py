@@ -61,7 +61,7 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
     from nanocompile.backend.runtime import CompiledBackend
     from nanocompile.checkpoint.snapshot import Snapshot
     from nanocompile.compiler import compile_program
-    from nanocompile.engine import Engine, F32Weights
+    from nanocompile.inference.engine import Engine, F32Weights
     from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
 
     directory = model if model is not None else ensure_default_snapshot()

@@ -29,7 +29,7 @@ and prints the graph).
   Acceptable: ``SafetensorsError``, or a load whose every tensor has the
   header's dtype and shape, lies inside the file's mapping, and holds exactly
   the file's bytes (``f32()`` widening checked independently).
-* ``graphs``: ``nanocompile.fuzz.graphs`` (random valid graphs, unfused,
+* ``graphs``: ``nanocompile.testing.random_graphs`` (random valid graphs, unfused,
   fused and scheduled, guarded arenas, against the interpreter).
 
 ``--engine atheris`` runs the nc-opt or safetensors check under atheris
@@ -862,7 +862,7 @@ def safetensors_campaign(count: int, seed: int, *, workdir: Path | None = None,
 
 def graphs_campaign(count: int, seed: int, *, batch: int = 8, bindings: int = 4,
                     sanitize: bool | None = None, progress: bool = False) -> Report:
-    from nanocompile.fuzz.graphs import REGRESSION_TESTS, BatchReport, fuzz_graphs
+    from nanocompile.testing.random_graphs import REGRESSION_TESTS, BatchReport, fuzz_graphs
 
     report = Report("graphs", seed)
     start = time.perf_counter()
@@ -900,7 +900,7 @@ def replay_graph(graph_seed: int, batch: int = 8, bindings: int = 4) -> int:
     """Print the graph of ``graph_seed`` and rerun the campaign batch that held it,
     with the campaign's data (assuming the campaign's count was a multiple of
     ``batch``), printing the findings."""
-    from nanocompile.fuzz.graphs import build_batch, fuzz_graphs
+    from nanocompile.testing.random_graphs import build_batch, fuzz_graphs
 
     print(build_batch([graph_seed]).module)
     first = graph_seed - graph_seed % 1_000_000

@@ -8,11 +8,11 @@ from the code: rerun this after changing a pass.
 
 from __future__ import annotations
 
+from nanocompile.analysis.work import count_work
 from nanocompile.compiler import emit_c, lower_to_loop, optimize_graph
 from nanocompile.dialects import loop
 from nanocompile.frontend import GraphBuilder
 from nanocompile.frontend import composites as C
-from nanocompile.work import count_work
 
 
 def mlp_block() -> object:

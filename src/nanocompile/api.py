@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from nanocompile.analysis.work import count_work
 from nanocompile.backend.gcc import default_cache_dir
 from nanocompile.backend.runtime import CompiledBackend, CompiledProgram
 from nanocompile.checkpoint.config import Qwen2Config
@@ -46,20 +47,19 @@ from nanocompile.compiler import (
     optimize_graph,
     schedule_loop,
 )
-from nanocompile.engine import Engine, F32Weights
-from nanocompile.generate import (
+from nanocompile.inference.engine import Engine, F32Weights
+from nanocompile.inference.generate import (
     ContextLengthError,
     GenerationResult,
     TokenCallback,
     generate_tokens,
 )
+from nanocompile.inference.progress import Progress, report_step
+from nanocompile.inference.sampling import Sampler, SamplingParams
 from nanocompile.interpreter import InterpreterBackend
 from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
-from nanocompile.progress import Progress, report_step
-from nanocompile.sampling import Sampler, SamplingParams
 from nanocompile.tokenizer.chat import render_chat
 from nanocompile.tokenizer.tokenizer import Tokenizer
-from nanocompile.work import count_work
 
 __all__ = [
     "BACKENDS",

@@ -26,12 +26,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from nanocompile.progress import StderrProgress
+from nanocompile.inference.progress import StderrProgress
 
 if TYPE_CHECKING:
     from nanocompile.api import Model
-    from nanocompile.generate import GenerationResult
-    from nanocompile.sampling import Sampler
+    from nanocompile.inference.generate import GenerationResult
+    from nanocompile.inference.sampling import Sampler
 
 PROG = "nanocompile"
 SYNTHETIC_NOTICE = (
@@ -121,7 +121,7 @@ def _sampler(args: argparse.Namespace, model_dir: Path | None = None) -> Sampler
     """
     from dataclasses import replace
 
-    from nanocompile.sampling import Sampler, SamplingParams, from_generation_config
+    from nanocompile.inference.sampling import Sampler, SamplingParams, from_generation_config
 
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     if args.model_defaults:
@@ -189,7 +189,7 @@ def _load_config(model: str | None):  # type: ignore[no-untyped-def]
 
 def _cmd_dump(args: argparse.Namespace) -> int:
     from nanocompile.api import ir_text
-    from nanocompile.progress import report_step
+    from nanocompile.inference.progress import report_step
 
     cfg = _load_config(args.model)
     if args.layers is not None and not 0 < args.layers <= cfg.num_hidden_layers:
@@ -262,7 +262,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _cmd_perplexity(args: argparse.Namespace) -> int:
-    from nanocompile.perplexity import perplexity
+    from nanocompile.inference.perplexity import perplexity
 
     path = Path(args.file)
     if not path.is_file():

@@ -26,7 +26,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.backend.runtime import CompiledProgram
-from nanocompile.ir_checks import check_dominance
+from nanocompile.ir.checks import check_dominance
 from nanocompile.passes.lower_graph_to_loop import LowerGraphToLoopPass
 from nanocompile.targets.arch import Arch
 from nanocompile.targets.c import CEmitter

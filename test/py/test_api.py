@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 
 from nanocompile import api
+from nanocompile.analysis.work import count_work
 from nanocompile.api import Model, load
 from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.compiler import lower_to_loop, optimize_graph
-from nanocompile.engine import Engine
-from nanocompile.generate import ContextLengthError, generate_tokens
+from nanocompile.inference.engine import Engine
+from nanocompile.inference.generate import ContextLengthError, generate_tokens
+from nanocompile.inference.sampling import Sampler, SamplingParams
 from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
-from nanocompile.sampling import Sampler, SamplingParams
 from nanocompile.tokenizer.chat import render_chat
 from nanocompile.tokenizer.tokenizer import byte_to_unicode
-from nanocompile.work import count_work
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "usage.md"
 PROMPTS = ("The capital of France is", "def fibonacci(n):", "日本の首都は")

@@ -24,8 +24,8 @@ import pytest
 
 from nanocompile.api import load
 from nanocompile.cli import _parser
-from nanocompile.progress import StderrProgress
-from nanocompile.sampling import SamplingParams
+from nanocompile.inference.progress import StderrProgress
+from nanocompile.inference.sampling import SamplingParams
 
 CLOSING = re.compile(r"^nanocompile: (\d+) tokens generated \(stop: [a-z ]+\) \| "
                      r"prefill (\d+) tokens in [\d.]+ s \| decode ([\d.]+) tok/s \| ")

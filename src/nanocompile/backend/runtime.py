@@ -26,10 +26,10 @@ from xdsl.dialects.builtin import ModuleOp
 from nanocompile.backend.arena import ArenaPlan, Buffer, plan_arena
 from nanocompile.backend.gcc import CompiledLibrary, compile_library
 from nanocompile.dialects import loop
-from nanocompile.dtypes import ITEMSIZE
-from nanocompile.shapes import TensorSpec
-from nanocompile.signature import ArgumentError, Signature, check_value
-from nanocompile.symbolic import Expr, product
+from nanocompile.dialects.graph.signature import ArgumentError, Signature, check_value
+from nanocompile.ir.dtypes import ITEMSIZE
+from nanocompile.ir.shapes import TensorSpec
+from nanocompile.ir.symbolic import Expr, product
 from nanocompile.targets.c import CEmitter
 
 
@@ -266,7 +266,7 @@ class CompiledProgram:
 
 
 def _np(dtype: str) -> np.dtype:
-    from nanocompile.dtypes import numpy_dtype
+    from nanocompile.ir.dtypes import numpy_dtype
 
     return numpy_dtype(dtype)
 

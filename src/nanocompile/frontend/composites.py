@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from nanocompile.frontend.tensor import GraphBuilder, Tensor, concat, where
-from nanocompile.symbolic import Expr, ExprLike
+from nanocompile.ir.symbolic import Expr, ExprLike
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

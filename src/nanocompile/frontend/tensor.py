@@ -22,8 +22,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 
 from nanocompile.dialects import graph as g
-from nanocompile.shapes import ShapeError, shape_text
-from nanocompile.symbolic import Expr, ExprLike
+from nanocompile.ir.shapes import ShapeError, shape_text
+from nanocompile.ir.symbolic import Expr, ExprLike
 
 Scalar = int | float | bool
 

@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import ModuleOp
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.frontend import composites as C
 from nanocompile.frontend.tensor import GraphBuilder, Tensor, concat, gather
-from nanocompile.symbolic import Expr
+from nanocompile.ir.symbolic import Expr
 
 SEQ, PAST = Expr.sym("seq"), Expr.sym("past")
 

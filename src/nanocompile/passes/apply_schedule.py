@@ -24,7 +24,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import loop, sched
-from nanocompile.ir_checks import where
+from nanocompile.ir.checks import where
 from nanocompile.schedule.pack import PackPlan, check_pack, pack_kernel, pack_program
 from nanocompile.schedule.primitives import (
     ScheduleError,

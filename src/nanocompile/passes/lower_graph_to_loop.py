@@ -39,8 +39,11 @@ from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import graph as g
 from nanocompile.dialects import loop
-from nanocompile.fused_kernels import build_fused, view_of
-from nanocompile.kernels import (
+from nanocompile.ir.layout import Layout
+from nanocompile.ir.shapes import TensorSpec
+from nanocompile.ir.symbolic import Expr
+from nanocompile.lowering.fused_kernels import build_fused, view_of
+from nanocompile.lowering.primitive_kernels import (
     build_binary,
     build_cast,
     build_concat,
@@ -53,9 +56,6 @@ from nanocompile.kernels import (
     build_select,
     build_unary,
 )
-from nanocompile.layout import Layout
-from nanocompile.shapes import TensorSpec
-from nanocompile.symbolic import Expr
 
 
 @dataclass

@@ -28,8 +28,8 @@ from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import SSAValue
 
 from nanocompile.dialects import loop
+from nanocompile.ir.symbolic import Expr
 from nanocompile.schedule.primitives import ScheduleError
-from nanocompile.symbolic import Expr
 
 
 class PackLayout(ScheduleError):

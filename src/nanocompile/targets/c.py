@@ -39,9 +39,9 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from nanocompile.dialects import loop
-from nanocompile.dtypes import numpy_dtype
-from nanocompile.ir_checks import where
-from nanocompile.symbolic import Expr
+from nanocompile.ir.checks import where
+from nanocompile.ir.dtypes import numpy_dtype
+from nanocompile.ir.symbolic import Expr
 from nanocompile.targets.c_vector import AVX2_PRELUDE, vector_c_type, vector_expr, vector_prefix
 
 

@@ -24,9 +24,9 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyExcepti
 from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from nanocompile import xdsl_fixes
 from nanocompile.dialects import get_all_dialects
-from nanocompile.ir_checks import DominanceError, check_dominance
+from nanocompile.ir import xdsl_fixes
+from nanocompile.ir.checks import DominanceError, check_dominance
 from nanocompile.passes import get_all_passes
 
 xdsl_fixes.apply()

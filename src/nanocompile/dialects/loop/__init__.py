@@ -1,0 +1,589 @@
+"""The Loop dialect: kernels as named loop nests over strided memory, and the
+program that launches them.
+
+Two levels live in one module after ``lower-graph-to-loop``:
+
+* ``loop.kernel`` functions (one per distinct kernel): typed pointer
+  arguments, the graph's size symbols read with ``loop.sym``, named
+  ``loop.for`` nests with optional loop-carried values, ``loop.load`` /
+  ``loop.store`` through strides (possibly symbolic), scalar arithmetic from
+  xDSL's ``arith`` and ``math``, and ``loop.check`` for bad data (an early
+  exit with an error code, e.g. a gather id out of range);
+* one ``loop.program`` per graph: its buffers (inputs, weights, outputs,
+  constants, temporaries), strided views of them, and the ordered
+  ``loop.launch`` of kernels on views.
+
+    loop.kernel @add_2d(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %b: !loop.ptr<f32>)
+        syms ["seq"] access ["w", "r", "r"] {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %n = loop.sym "seq"
+      %c896 = arith.constant 896 : index
+      loop.for "d0" %i = %c0 to %n {
+        loop.for "d1" %j = %c0 to %c896 {
+          %x = loop.load %a[%i, %j] strides [896, 1] : f32
+          ...
+          loop.store %s, %out[%i, %j] strides [896, 1] : f32
+        }
+      }
+    }
+
+Every kernel argument also carries the footprint it reads or writes (a view
+shape and strides), so bytes moved can be counted from the IR alone.
+
+This module defines the dialect and its kernel-level ops; the types are in
+``types.py``, the program-level ops in ``program.py`` and the vector
+ops in ``vector.py``, all re-exported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IndexType,
+    IntAttr,
+    StringAttr,
+    VectorType,
+)
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove, IsTerminator, NoTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from nanocompile.dialects.common.attributes import DimAttr
+from nanocompile.dialects.loop.program import (
+    BUFFER_KINDS,
+    BufferOp,
+    LaunchOp,
+    OutputOp,
+    ProgramOp,
+    RequireOp,
+    ViewOp,
+)
+from nanocompile.dialects.loop.types import (
+    BufType,
+    FootprintAttr,
+    LayoutAttr,
+    PtrType,
+    ViewType,
+    _dims_attr,
+    _dims_text,
+    _parse_dims,
+    dtype_of_scalar,
+    scalar_type,
+)
+from nanocompile.dialects.loop.vector import VECTOR_OPS, SplatOp, VCmpOp, VSelectOp
+from nanocompile.ir.symbolic import Expr, ExprLike
+
+# The dialect is defined here with its kernel-level ops; its types, the
+# program-level ops and the vector ops live in types.py, program.py and
+# vector.py and are re-exported, so ``loop.BufferOp`` etc. keep working.
+__all__ = [
+    "BUFFER_KINDS",
+    "BufType",
+    "BufferOp",
+    "CheckOp",
+    "FootprintAttr",
+    "ForOp",
+    "IfOp",
+    "KernelOp",
+    "LaunchOp",
+    "LayoutAttr",
+    "LoadOp",
+    "Loop",
+    "OutputOp",
+    "ProgramOp",
+    "PtrType",
+    "RequireOp",
+    "SplatOp",
+    "StoreOp",
+    "SymOp",
+    "VCmpOp",
+    "VSelectOp",
+    "ViewOp",
+    "ViewType",
+    "YieldOp",
+    "dtype_of_scalar",
+    "scalar_type",
+]
+
+# --------------------------------------------------------------------------
+# Kernel-level ops
+# --------------------------------------------------------------------------
+
+
+def _print_access(printer: Printer, ptr: SSAValue, indices: Sequence[SSAValue],
+                  strides: Sequence[Expr], value_type: Attribute) -> None:
+    """``%p[%i, %j] strides [896, 1] : f32``"""
+    printer.print_operand(ptr)
+    printer.print_string("[")
+    printer.print_list(indices, printer.print_operand)
+    printer.print_string(f"] strides {_dims_text(strides)} : ")
+    printer.print_attribute(value_type)
+
+
+def _parse_access(parser: Parser) -> tuple[SSAValue, list[SSAValue], list[Expr], Attribute]:
+    ptr = parser.parse_unresolved_operand()
+    idx = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                            parser.parse_unresolved_operand)
+    parser.parse_keyword("strides")
+    strides = _parse_dims(parser)
+    parser.parse_punctuation(":")
+    value_type = parser.parse_type()
+    element = value_type.element_type if isinstance(value_type, VectorType) else value_type
+    ptr_v = parser.resolve_operand(ptr, PtrType.get(dtype_of_scalar(element)))
+    return ptr_v, [parser.resolve_operand(i, IndexType()) for i in idx], strides, value_type
+
+
+@irdl_op_definition
+class SymOp(IRDLOperation):
+    """The run-time value of a size symbol: ``%n = loop.sym "seq"``."""
+
+    name = "loop.sym"
+    symbol = prop_def(StringAttr)
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "$symbol attr-dict"
+
+    def __init__(self, symbol: str) -> None:
+        super().__init__(properties={"symbol": StringAttr(symbol)}, result_types=[IndexType()])
+
+    def verify_(self) -> None:
+        kernel = self.parent_op()
+        while kernel is not None and not isinstance(kernel, KernelOp):
+            kernel = kernel.parent_op()
+        if kernel is not None and self.symbol.data not in kernel.symbols:
+            raise VerifyException(
+                f"loop.sym: '{self.symbol.data}' is not a symbol of kernel "
+                f"@{kernel.sym_name.data} (symbols: {list(kernel.symbols)})"
+            )
+
+
+class _MemoryOp(IRDLOperation):
+    """Shared parts of load and store: a pointer, indices and one stride each."""
+
+    strides = prop_def(ArrayAttr[DimAttr])
+
+    @property
+    def stride_exprs(self) -> tuple[Expr, ...]:
+        return tuple(d.data for d in self.strides.data)
+
+    def _check(self, ptr: SSAValue, indices: Sequence[SSAValue], value_type: Attribute) -> None:
+        if not isinstance(ptr.type, PtrType):
+            raise VerifyException(f"{self.name}: expected a !loop.ptr, got {ptr.type}")
+        if len(indices) != len(self.strides.data):
+            raise VerifyException(
+                f"{self.name}: {len(indices)} indices but {len(self.strides.data)} strides"
+            )
+        for i, idx in enumerate(indices):
+            if not isinstance(idx.type, IndexType):
+                raise VerifyException(f"{self.name}: index #{i} has type {idx.type}, "
+                                      "expected index")
+        want = scalar_type(ptr.type.dtype.data)
+        element = value_type.element_type if isinstance(value_type, VectorType) else value_type
+        if element != want:
+            raise VerifyException(f"{self.name}: a !loop.ptr<{ptr.type.dtype.data}> holds "
+                                  f"{want}, not {value_type}")
+        if isinstance(value_type, VectorType) and (
+                len(value_type.get_shape()) != 1 or ptr.type.dtype.data != "f32"):
+            raise VerifyException(f"{self.name}: vector accesses are 1-d f32 vectors, "
+                                  f"not {value_type}")
+
+
+@irdl_op_definition
+class LoadOp(_MemoryOp):
+    """``%x = loop.load %a[%i, %j] strides [896, 1] : f32`` reads
+    ``a[i*896 + j*1]``; with a ``vector<8xf32>`` type it reads the 8
+    consecutive elements from there (lane ``l`` from ``a[i*896 + j + l]``)."""
+
+    name = "loop.load"
+    ptr = operand_def(PtrType)
+    indices = var_operand_def(IndexType)
+    result = result_def()
+
+    def __init__(self, ptr: SSAValue, indices: Sequence[SSAValue],
+                 strides: Sequence[ExprLike], lanes: int | None = None) -> None:
+        assert isinstance(ptr.type, PtrType)
+        element = scalar_type(ptr.type.dtype.data)
+        super().__init__(operands=[ptr, list(indices)],
+                         properties={"strides": _dims_attr(strides)},
+                         result_types=[element if lanes is None
+                                       else VectorType(element, [lanes])])
+
+    @property
+    def lanes(self) -> int | None:
+        t = self.result.type
+        return t.get_shape()[0] if isinstance(t, VectorType) else None
+
+    def verify_(self) -> None:
+        self._check(self.ptr, self.indices, self.result.type)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        _print_access(printer, self.ptr, self.indices, self.stride_exprs, self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        ptr, indices, strides, value_type = _parse_access(parser)
+        lanes = value_type.get_shape()[0] if isinstance(value_type, VectorType) else None
+        return cls(ptr, indices, strides, lanes)
+
+
+@irdl_op_definition
+class StoreOp(_MemoryOp):
+    """``loop.store %v, %out[%i, %j] strides [896, 1] : f32``"""
+
+    name = "loop.store"
+    value = operand_def()
+    ptr = operand_def(PtrType)
+    indices = var_operand_def(IndexType)
+
+    def __init__(self, value: SSAValue, ptr: SSAValue, indices: Sequence[SSAValue],
+                 strides: Sequence[ExprLike]) -> None:
+        super().__init__(operands=[value, ptr, list(indices)],
+                         properties={"strides": _dims_attr(strides)})
+
+    def verify_(self) -> None:
+        self._check(self.ptr, self.indices, self.value.type)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.value)
+        printer.print_string(", ")
+        _print_access(printer, self.ptr, self.indices, self.stride_exprs, self.value.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StoreOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        ptr, indices, strides, value_type = _parse_access(parser)
+        return cls(parser.resolve_operand(value, value_type), ptr, indices, strides)
+
+
+@irdl_op_definition
+class CheckOp(IRDLOperation):
+    """Early exit with an error code when ``cond`` is false:
+    ``loop.check %ok, 1, "gather: id out of range"``."""
+
+    name = "loop.check"
+    cond = operand_def()
+    code = prop_def(IntAttr)
+    message = prop_def(StringAttr)
+
+    def __init__(self, cond: SSAValue, code: int, message: str) -> None:
+        super().__init__(operands=[cond],
+                         properties={"code": IntAttr(code), "message": StringAttr(message)})
+
+    def verify_(self) -> None:
+        if self.code.data <= 0:
+            raise VerifyException(f"loop.check: error code must be positive, got {self.code.data}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.cond)
+        printer.print_string(f", {self.code.data}, ")
+        printer.print_string_literal(self.message.data)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CheckOp:
+        from xdsl.dialects.builtin import i1
+
+        cond = parser.resolve_operand(parser.parse_unresolved_operand(), i1)
+        parser.parse_punctuation(",")
+        code = parser.parse_integer(allow_boolean=False)
+        parser.parse_punctuation(",")
+        return cls(cond, code, parser.parse_str_literal())
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends a ``loop.for`` body, passing the loop-carried values on."""
+
+    name = "loop.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, *values: SSAValue) -> None:
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class ForOp(IRDLOperation):
+    """A named loop ``for (i = lb; i < ub; i += step)`` with loop-carried values.
+
+    ``%s = loop.for "k" %k = %c0 to %c896 step 1 iter(%acc = %zero) -> (f32) {
+    ... loop.yield %next : f32 }``. The name is what schedules refer to.
+    """
+
+    name = "loop.for"
+    lb = operand_def(IndexType)
+    ub = operand_def(IndexType)
+    inits = var_operand_def()
+    loop_name = prop_def(StringAttr, prop_name="name")
+    step = prop_def(IntAttr)
+    parallel = opt_prop_def(IntAttr)  # the grain, when iterations run on the thread pool
+    res = var_result_def()
+    body = region_def("single_block")
+
+    def __init__(self, name: str, lb: SSAValue, ub: SSAValue, body: Block,
+                 inits: Sequence[SSAValue] = (), step: int = 1) -> None:
+        if not isinstance(body.last_op, YieldOp):
+            body.add_op(YieldOp())
+        super().__init__(operands=[lb, ub, list(inits)],
+                         properties={"name": StringAttr(name), "step": IntAttr(step)},
+                         result_types=[[v.type for v in inits]], regions=[Region(body)])
+
+    @property
+    def iv(self) -> SSAValue:
+        return self.body.block.args[0]
+
+    @property
+    def iter_args(self) -> tuple[SSAValue, ...]:
+        return tuple(self.body.block.args[1:])
+
+    def verify_(self) -> None:
+        block = self.body.block
+        if self.step.data <= 0:
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": step must be "
+                                  f"positive, got {self.step.data}")
+        if self.parallel is not None and (self.inits or self.parallel.data < 1):
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": a parallel loop needs "
+                                  "a grain >= 1 and no loop-carried values")
+        if len(block.args) != 1 + len(self.inits):
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": body has "
+                                  f"{len(block.args)} arguments, expected {1 + len(self.inits)}")
+        if not isinstance(block.args[0].type, IndexType):
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": induction variable "
+                                  "must be an index")
+        yielded = block.last_op
+        if not isinstance(yielded, YieldOp):
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\" must end with loop.yield")
+        types = [v.type for v in self.inits]
+        if [v.type for v in yielded.values] != types or [a.type for a in block.args[1:]] != types:
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": loop-carried types "
+                                  f"{types} differ from the body's arguments or yield")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.loop_name.data)
+        printer.print_string(" ")
+        printer.print_operand(self.iv)
+        printer.print_string(" = ")
+        printer.print_operand(self.lb)
+        printer.print_string(" to ")
+        printer.print_operand(self.ub)
+        if self.step.data != 1:
+            printer.print_string(f" step {self.step.data}")
+        if self.parallel is not None:
+            printer.print_string(f" parallel {self.parallel.data}")
+        if self.inits:
+            printer.print_string(" iter(")
+            pairs = list(zip(self.iter_args, self.inits, strict=True))
+            printer.print_list(pairs, lambda p: (printer.print_operand(p[0]),
+                                                 printer.print_string(" = "),
+                                                 printer.print_operand(p[1])))
+            printer.print_string(") -> (")
+            printer.print_list([v.type for v in self.inits], printer.print_attribute)
+            printer.print_string(")")
+        if self.attributes:
+            printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_block_terminators=bool(self.inits))
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ForOp:
+        name = parser.parse_str_literal()
+        iv = parser.parse_argument(expect_type=False)
+        parser.parse_punctuation("=")
+        lb = parser.resolve_operand(parser.parse_unresolved_operand(), IndexType())
+        parser.parse_keyword("to")
+        ub = parser.resolve_operand(parser.parse_unresolved_operand(), IndexType())
+        step = 1
+        if parser.parse_optional_keyword("step") is not None:
+            step = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        grain = None
+        if parser.parse_optional_keyword("parallel") is not None:
+            grain = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        carried: list[tuple[object, object]] = []
+        if parser.parse_optional_keyword("iter") is not None:
+            def pair() -> tuple[object, object]:
+                arg = parser.parse_argument(expect_type=False)
+                parser.parse_punctuation("=")
+                return arg, parser.parse_unresolved_operand()
+            carried = parser.parse_comma_separated_list(parser.Delimiter.PAREN, pair)
+            parser.parse_punctuation("->")
+            types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+        else:
+            types = []
+        if len(types) != len(carried):
+            parser.raise_error(f"loop.for \"{name}\": {len(carried)} loop-carried values but "
+                               f"{len(types)} result types")
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        inits = [parser.resolve_operand(u, t)  # type: ignore[arg-type]
+                 for (_, u), t in zip(carried, types, strict=True)]
+        args = [iv.resolve(IndexType())] + [a.resolve(t)  # type: ignore[attr-defined]
+                                            for (a, _), t in zip(carried, types, strict=True)]
+        region = parser.parse_region(args)
+        block = region.detach_block(0)
+        op = cls(name, lb, ub, block, inits, step)
+        if grain is not None:
+            op.properties["parallel"] = IntAttr(grain)
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+
+@irdl_op_definition
+class IfOp(IRDLOperation):
+    """Two-way branch yielding values; only the taken branch runs (its loads
+    may be out of bounds on the other side, e.g. one concat operand each).
+
+    ``%v = loop.if %c -> (f32) { ... loop.yield %a : f32 } else { ... }``
+    """
+
+    name = "loop.if"
+    cond = operand_def()
+    res = var_result_def()
+    then_region = region_def("single_block")
+    else_region = region_def("single_block")
+
+    def __init__(self, cond: SSAValue, result_types: Sequence[Attribute], then_block: Block,
+                 else_block: Block) -> None:
+        super().__init__(operands=[cond], result_types=[list(result_types)],
+                         regions=[Region(then_block), Region(else_block)])
+
+    def verify_(self) -> None:
+        types = [r.type for r in self.res]
+        for region in (self.then_region, self.else_region):
+            last = region.block.last_op
+            if not isinstance(last, YieldOp) or [v.type for v in last.values] != types:
+                raise VerifyException(f"loop.if: each branch must yield {types}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.cond)
+        printer.print_string(" -> (")
+        printer.print_list([r.type for r in self.res], printer.print_attribute)
+        printer.print_string(") ")
+        printer.print_region(self.then_region)
+        printer.print_string(" else ")
+        printer.print_region(self.else_region)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> IfOp:
+        from xdsl.dialects.builtin import i1
+
+        cond = parser.resolve_operand(parser.parse_unresolved_operand(), i1)
+        parser.parse_punctuation("->")
+        types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+        then_block = parser.parse_region().detach_block(0)
+        parser.parse_keyword("else")
+        else_block = parser.parse_region().detach_block(0)
+        return cls(cond, types, then_block, else_block)
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """A kernel: a C function over typed pointers and the size symbols.
+
+    ``access`` says which arguments are written (``"w"``) or read (``"r"``);
+    ``footprints`` give each argument's view shape and strides.
+    """
+
+    name = "loop.kernel"
+    sym_name = prop_def(StringAttr)
+    syms = prop_def(ArrayAttr[StringAttr])
+    access = prop_def(ArrayAttr[StringAttr])
+    footprints = prop_def(ArrayAttr[FootprintAttr])
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove(), NoTerminator())
+
+    def __init__(self, name: str, body: Block, symbols: Sequence[str], access: Sequence[str],
+                 footprints: Sequence[FootprintAttr]) -> None:
+        super().__init__(properties={
+            "sym_name": StringAttr(name),
+            "syms": ArrayAttr([StringAttr(s) for s in symbols]),
+            "access": ArrayAttr([StringAttr(a) for a in access]),
+            "footprints": ArrayAttr(list(footprints)),
+        }, regions=[Region(body)])
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(s.data for s in self.syms.data)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return tuple(a.data for a in self.access.data)
+
+    @property
+    def args(self) -> tuple[SSAValue, ...]:
+        return tuple(self.body.block.args)
+
+    def verify_(self) -> None:
+        args = self.body.block.args
+        if len(self.access.data) != len(args) or len(self.footprints.data) != len(args):
+            raise VerifyException(
+                f"loop.kernel @{self.sym_name.data}: {len(args)} arguments but "
+                f"{len(self.access.data)} access modes and {len(self.footprints.data)} footprints"
+            )
+        for i, (arg, mode) in enumerate(zip(args, self.modes, strict=True)):
+            if not isinstance(arg.type, PtrType):
+                raise VerifyException(f"loop.kernel @{self.sym_name.data}: argument #{i} "
+                                      f"must be a !loop.ptr, got {arg.type}")
+            if mode not in ("r", "w"):
+                raise VerifyException(f"loop.kernel @{self.sym_name.data}: access mode "
+                                      f"'{mode}' of argument #{i} is not 'r' or 'w'")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string("(")
+        printer.print_list(self.body.block.args, printer.print_block_argument)
+        printer.print_string(") syms [")
+        printer.print_list(self.symbols, printer.print_string_literal)
+        printer.print_string("] access [")
+        printer.print_list(self.modes, printer.print_string_literal)
+        printer.print_string("] footprints [")
+        printer.print_list(self.footprints.data, printer.print_attribute)
+        printer.print_string("] ")
+        printer.print_region(self.body, print_entry_block_args=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name().data
+        args = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_argument)
+        parser.parse_keyword("syms")
+        syms = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                 parser.parse_str_literal)
+        parser.parse_keyword("access")
+        access = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                   parser.parse_str_literal)
+        parser.parse_keyword("footprints")
+        fps = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_attribute)
+        region = parser.parse_region(args)
+        return cls(name, region.detach_block(0), syms, access, fps)  # type: ignore[arg-type]
+
+
+Loop = Dialect(
+    "loop",
+    [KernelOp, ForOp, IfOp, YieldOp, LoadOp, StoreOp, SymOp, CheckOp,
+     ProgramOp, BufferOp, ViewOp, RequireOp, LaunchOp, OutputOp, *VECTOR_OPS],
+    [PtrType, BufType, ViewType, LayoutAttr, FootprintAttr],
+)

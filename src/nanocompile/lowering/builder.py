@@ -1,0 +1,276 @@
+"""Building ``loop.kernel`` bodies: loop nests, strided loads and stores, and
+the scalar semantics of each compute primitive in ``arith``/``math`` ops.
+
+``KernelBuilder`` owns one kernel's block and an insertion point; the
+``emit_*`` functions give each primitive its element-level meaning, matching
+the interpreter's NumPy calls (spec §2.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    f32,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from nanocompile.dialects import loop
+from nanocompile.ir.symbolic import Expr
+
+FLOAT_IDENTITY = {"sum": 0.0, "max": float("-inf")}
+INT_MIN = {"i64": -(2**63), "i32": -(2**31), "i8": -128}
+
+
+@dataclass
+class Arg:
+    """A kernel argument: dtype, access mode and the footprint it touches."""
+
+    dtype: str
+    mode: str
+    shape: tuple[Expr, ...]
+    strides: tuple[Expr, ...]
+
+
+@dataclass
+class KernelBuilder:
+    """Builds one kernel: arguments, named loops, loads, stores, scalar ops."""
+
+    symbols: tuple[str, ...]
+    args: list[Arg]
+    block: Block = field(init=False)
+    builder: Builder = field(init=False)
+    _index_consts: dict[int, SSAValue] = field(default_factory=dict)
+    _syms: dict[str, SSAValue] = field(default_factory=dict)
+    _loop_count: int = 0
+
+    def __post_init__(self) -> None:
+        self.block = Block(arg_types=[loop.PtrType.get(a.dtype) for a in self.args])
+        self.builder = Builder(InsertPoint.at_end(self.block))
+
+    # -- values -------------------------------------------------------------
+    def op(self, op: Operation) -> SSAValue:
+        self.builder.insert(op)
+        return op.results[0]
+
+    def ptr(self, i: int) -> SSAValue:
+        return self.block.args[i]
+
+    def index(self, value: int) -> SSAValue:
+        """An index constant, created once at the top of the kernel."""
+        if value not in self._index_consts:
+            op = arith.ConstantOp(IntegerAttr(value, IndexType()))
+            self._insert_at_top(op)
+            self._index_consts[value] = op.result
+        return self._index_consts[value]
+
+    def sym(self, name: str) -> SSAValue:
+        if name not in self._syms:
+            op = loop.SymOp(name)
+            self._insert_at_top(op)
+            self._syms[name] = op.result
+        return self._syms[name]
+
+    def _insert_at_top(self, op: Operation) -> None:
+        # after the index constants, before everything else
+        anchor = self.block.first_op
+        while anchor is not None and isinstance(anchor, arith.ConstantOp | loop.SymOp):
+            anchor = anchor.next_op
+        if anchor is None:
+            self.block.add_op(op)
+        else:
+            self.block.insert_op_before(op, anchor)
+
+    def expr(self, e: Expr) -> SSAValue:
+        """An index value computing the shape expression ``e``."""
+        if e.is_const:
+            return self.index(e.const_value)
+        total: SSAValue | None = None
+        for mono, coeff in e.terms:
+            term: SSAValue | None = self.index(coeff) if (coeff != 1 or not mono) else None
+            for s, p in mono:
+                for _ in range(p):
+                    factor = self.sym(s)
+                    term = factor if term is None else self.op(arith.MuliOp(term, factor))
+            assert term is not None
+            total = term if total is None else self.op(arith.AddiOp(total, term))
+        assert total is not None
+        return total
+
+    def const(self, value: float | int | bool, dtype: str) -> SSAValue:
+        t = loop.scalar_type(dtype)
+        if dtype == "f32":
+            attr: Attribute = FloatAttr(float(value), f32)
+        else:
+            attr = IntegerAttr(int(value), t)  # type: ignore[arg-type]
+        return self.op(arith.ConstantOp(attr))
+
+    # -- loops ----------------------------------------------------------------
+    def loop_nest(self, extents: Sequence[Expr], body: Callable[[list[SSAValue]], None],
+                  names: Sequence[str] | None = None) -> None:
+        """Nested loops named ``d0 .. dN`` (or ``names``) over ``extents``; ``body(ivs)``."""
+        loop_names = list(names) if names is not None else [f"d{i}" for i in range(len(extents))]
+
+        def level(k: int, ivs: list[SSAValue]) -> None:
+            if k == len(extents):
+                body(ivs)
+                return
+            self._loop(loop_names[k], extents[k], lambda iv: level(k + 1, [*ivs, iv]))
+
+        level(0, [])
+
+    def _loop(self, name: str, extent: Expr, body: Callable[[SSAValue], None]) -> None:
+        ub = self.expr(extent)
+        inner = Block(arg_types=[IndexType()])
+        outer_builder = self.builder
+        self.builder = Builder(InsertPoint.at_end(inner))
+        body(inner.args[0])
+        self.builder = outer_builder
+        self.op_noresult(loop.ForOp(name, self.index(0), ub, inner))
+
+    def reduction_loop(self, name: str, extent: Expr, init: SSAValue,
+                       step: Callable[[SSAValue, SSAValue], SSAValue]) -> SSAValue:
+        """``acc = init; for k < extent: acc = step(k, acc)``; returns the final acc."""
+        ub = self.expr(extent)
+        inner = Block(arg_types=[IndexType(), init.type])
+        outer_builder = self.builder
+        self.builder = Builder(InsertPoint.at_end(inner))
+        nxt = step(inner.args[0], inner.args[1])
+        self.builder.insert(loop.YieldOp(nxt))
+        self.builder = outer_builder
+        return self.op(loop.ForOp(name, self.index(0), ub, inner, [init]))
+
+    def reduction_loop_multi(self, name: str, extent: Expr, inits: Sequence[SSAValue],
+                             step: Callable[[SSAValue, list[SSAValue]], list[SSAValue]]
+                             ) -> list[SSAValue]:
+        """Like ``reduction_loop`` with several independent accumulators in one loop."""
+        ub = self.expr(extent)
+        inner = Block(arg_types=[IndexType(), *[v.type for v in inits]])
+        outer_builder = self.builder
+        self.builder = Builder(InsertPoint.at_end(inner))
+        nxt = step(inner.args[0], list(inner.args[1:]))
+        self.builder.insert(loop.YieldOp(*nxt))
+        self.builder = outer_builder
+        op = loop.ForOp(name, self.index(0), ub, inner, list(inits))
+        self.builder.insert(op)
+        return list(op.res)
+
+    def if_else(self, cond: SSAValue, then: Callable[[], SSAValue],
+                otherwise: Callable[[], SSAValue]) -> SSAValue:
+        """``cond ? then() : otherwise()`` where only the taken branch runs."""
+        outer_builder = self.builder
+        blocks = []
+        values = []
+        for branch in (then, otherwise):
+            block = Block()
+            self.builder = Builder(InsertPoint.at_end(block))
+            value = branch()
+            self.builder.insert(loop.YieldOp(value))
+            blocks.append(block)
+            values.append(value)
+        self.builder = outer_builder
+        return self.op(loop.IfOp(cond, [values[0].type], blocks[0], blocks[1]))
+
+    def op_noresult(self, op: Operation) -> None:
+        self.builder.insert(op)
+
+    # -- memory -----------------------------------------------------------------
+    def load(self, arg: int, ivs: Sequence[SSAValue]) -> SSAValue:
+        return self.op(loop.LoadOp(self.ptr(arg), ivs, self.args[arg].strides))
+
+    def load_at(self, arg: int, ivs: Sequence[SSAValue], strides: Sequence[Expr]) -> SSAValue:
+        return self.op(loop.LoadOp(self.ptr(arg), ivs, strides))
+
+    def store(self, value: SSAValue, arg: int, ivs: Sequence[SSAValue]) -> None:
+        self.op_noresult(loop.StoreOp(value, self.ptr(arg), ivs, self.args[arg].strides))
+
+    def finish(self, name: str) -> loop.KernelOp:
+        fps = [loop.FootprintAttr.get(a.shape, a.strides) for a in self.args]
+        return loop.KernelOp(name, self.block, self.symbols, [a.mode for a in self.args], fps)
+
+
+# --------------------------------------------------------------------------
+# Scalar semantics of the compute primitives
+# --------------------------------------------------------------------------
+
+
+def is_float(v: SSAValue) -> bool:
+    return v.type == f32
+
+
+def emit_binary(kb: KernelBuilder, kind: str, a: SSAValue, b: SSAValue) -> SSAValue:
+    if is_float(a):
+        ops = {"add": arith.AddfOp, "sub": arith.SubfOp, "mul": arith.MulfOp,
+               "div": arith.DivfOp}
+        return kb.op(ops[kind](a, b))
+    iops = {"add": arith.AddiOp, "sub": arith.SubiOp, "mul": arith.MuliOp}
+    return kb.op(iops[kind](a, b))
+
+
+def emit_less_equal(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    if is_float(a):
+        return kb.op(arith.CmpfOp(a, b, "ole"))
+    return kb.op(arith.CmpiOp(a, b, "sle"))
+
+
+def emit_unary(kb: KernelBuilder, kind: str, a: SSAValue, dtype: str) -> SSAValue:
+    if kind == "neg":
+        if is_float(a):
+            return kb.op(arith.NegfOp(a))
+        return kb.op(arith.SubiOp(kb.const(0, dtype), a))
+    if kind == "reciprocal":
+        return kb.op(arith.DivfOp(kb.const(1.0, "f32"), a))
+    ops = {"exp": math.ExpOp, "sqrt": math.SqrtOp, "sin": math.SinOp, "cos": math.CosOp}
+    return kb.op(ops[kind](a))
+
+
+def emit_cast(kb: KernelBuilder, a: SSAValue, src: str, dst: str) -> SSAValue:
+    """NumPy ``astype``: float->int truncates, to bool is ``!= 0``, bf16 widens exactly."""
+    if src == dst:
+        return a
+    if src == "bf16":
+        return kb.op(arith.ExtFOp(a, f32))
+    if dst == "bool":
+        if src == "f32":
+            return kb.op(arith.CmpfOp(a, kb.const(0.0, "f32"), "une"))
+        return kb.op(arith.CmpiOp(a, kb.const(0, src), "ne"))
+    target = loop.scalar_type(dst)
+    if src == "f32":
+        return kb.op(arith.FPToSIOp(a, target))
+    if dst == "f32":
+        op = arith.UIToFPOp(a, f32) if src == "bool" else arith.SIToFPOp(a, f32)
+        return kb.op(op)
+    src_w = 1 if src == "bool" else _width(a.type)
+    dst_w = _width(target)
+    if dst_w > src_w:
+        return kb.op(arith.ExtUIOp(a, target) if src == "bool" else arith.ExtSIOp(a, target))
+    return kb.op(arith.TruncIOp(a, target))
+
+
+def _width(t: Attribute) -> int:
+    assert isinstance(t, IntegerType)
+    return t.width.data
+
+
+def identity(kind: str, dtype: str) -> float | int:
+    if dtype == "f32":
+        return FLOAT_IDENTITY[kind]
+    return 0 if kind == "sum" else INT_MIN[dtype]
+
+
+def emit_accumulate(kb: KernelBuilder, kind: str, acc: SSAValue, x: SSAValue) -> SSAValue:
+    """``acc + x`` for sums; a NaN-propagating max for ``reduce_max``."""
+    if kind == "sum":
+        return emit_binary(kb, "add", acc, x)
+    if is_float(acc):
+        return kb.op(arith.MaximumfOp(acc, x))
+    return kb.op(arith.MaxSIOp(acc, x))
+

@@ -1,0 +1,350 @@
+"""One ``loop.kernel`` per ``graph.fused`` region.
+
+The kernel loops over the region's result: outer loops over all but the last
+axis (``d0 .. d{n-2}``), then the last axis (``d{n-1}``). Values of the
+region are produced on demand by ``RegionEmitter.emit(value, index)``, which
+reads region arguments through their strides, maps indices back through
+index-only ops (permute, broadcast, slice, reshape with div/mod, one branch
+per concat operand) and applies elementwise ops, memoized per (value, index)
+within the enclosing loop scope. Row-invariant values (shaped like the
+result with a last axis of 1: reductions and what is computed from them) are
+computed once per row, before the last-axis loop. Matmuls accumulate over
+``k`` sequentially, all of a region's matmuls in one ``k`` loop.
+
+Every value is computed by the same scalar operation as the unfused kernel of
+its primitive, in the same order: fused and unfused programs agree bitwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from nanocompile.dialects import graph as g
+from nanocompile.dialects import loop
+from nanocompile.ir.layout import Layout
+from nanocompile.ir.shapes import TensorSpec
+from nanocompile.ir.symbolic import Expr, product
+from nanocompile.lowering.builder import (
+    Arg,
+    KernelBuilder,
+    emit_accumulate,
+    emit_binary,
+    emit_cast,
+    emit_less_equal,
+    emit_unary,
+    identity,
+)
+
+_BINARY = {g.AddOp: "add", g.SubOp: "sub", g.MulOp: "mul", g.DivOp: "div"}
+_UNARY = {g.NegOp: "neg", g.ExpOp: "exp", g.SqrtOp: "sqrt", g.ReciprocalOp: "reciprocal",
+          g.SinOp: "sin", g.CosOp: "cos"}
+_REDUCE = {g.ReduceSumOp: "sum", g.ReduceMaxOp: "max"}
+
+Key = tuple[SSAValue, tuple[SSAValue, ...]]
+
+
+def argument_footprint(arg: BlockArgument, layout: Layout) -> Layout:
+    """The part of a region argument the kernel reads: follow a single chain of
+    view-expressible index ops (a sliced last row reads one row); a gather
+    table reads one row per id."""
+    if not arg.has_one_use():
+        return layout
+    use = arg.get_unique_use()
+    user = use.operation
+    if isinstance(user, g.GatherOp) and use.index == 0:
+        ids = user.ids.type.dims
+        return Layout(tuple(ids) + layout.shape[1:], layout.offset,
+                      tuple(Expr.const(1) for _ in ids) + layout.strides[1:])
+    new = view_of(user, layout)
+    if new is None:
+        return layout
+    return argument_footprint(user.results[0], new)  # type: ignore[arg-type]
+
+
+def view_of(op: Operation, layout: Layout) -> Layout | None:
+    """The layout of an index-only op's result when strides can express it."""
+    if isinstance(op, g.PermuteOp):
+        return layout.permute(op.permutation)
+    if isinstance(op, g.SliceOp):
+        return layout.slice(op.axis.data, op.start.data, op.stop.data)
+    if isinstance(op, g.BroadcastOp):
+        return layout.broadcast(op.result.type.dims)
+    if isinstance(op, g.ReshapeOp):
+        return layout.reshape(op.result.type.dims)
+    return None
+
+
+class RegionEmitter:
+    """Scalar code for the values of one region, at given indices."""
+
+    def __init__(self, kb: KernelBuilder, fused: g.FusedOp, layouts: Sequence[Layout]) -> None:
+        self.kb = kb
+        self.fused = fused
+        self.args = {a: i + 1 for i, a in enumerate(fused.block.args)}
+        self.layouts = list(layouts)
+        self.scopes: list[dict[Key, SSAValue]] = [{}]
+
+    # -- memo scopes ----------------------------------------------------------
+    def lookup(self, key: Key) -> SSAValue | None:
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def scoped(self, fn):  # type: ignore[no-untyped-def]
+        """Run ``fn`` with a fresh memo scope (a loop or branch body)."""
+        def run(*args):  # type: ignore[no-untyped-def]
+            self.scopes.append({})
+            try:
+                return fn(*args)
+            finally:
+                self.scopes.pop()
+        return run
+
+    # -- values -------------------------------------------------------------------
+    def emit(self, value: SSAValue, idx: Sequence[SSAValue]) -> SSAValue:
+        key = (value, tuple(idx))
+        hit = self.lookup(key)
+        if hit is not None:
+            return hit
+        result = self._compute(value, list(idx))
+        self.scopes[-1][key] = result
+        return result
+
+    def _compute(self, value: SSAValue, idx: list[SSAValue]) -> SSAValue:
+        kb = self.kb
+        if isinstance(value, BlockArgument):
+            arg = self.args[value]
+            return kb.load_at(arg, idx, self.layouts[arg - 1].strides)
+        op = value.owner
+        assert isinstance(op, Operation)
+        if type(op) in _BINARY:
+            return emit_binary(kb, _BINARY[type(op)], self.emit(op.operands[0], idx),
+                               self.emit(op.operands[1], idx))
+        if isinstance(op, g.LessEqualOp):
+            return emit_less_equal(kb, self.emit(op.lhs, idx), self.emit(op.rhs, idx))
+        if isinstance(op, g.WhereOp):
+            return kb.op(arith.SelectOp(self.emit(op.cond, idx), self.emit(op.lhs, idx),
+                                        self.emit(op.rhs, idx)))
+        if type(op) in _UNARY:
+            return emit_unary(kb, _UNARY[type(op)], self.emit(op.operands[0], idx),
+                              op.results[0].type.dtype.data)
+        if isinstance(op, g.CastOp):
+            return emit_cast(kb, self.emit(op.operand, idx), op.operand.type.dtype.data,
+                             op.result.type.dtype.data)
+        return self._compute_other(op, idx)
+
+    def _compute_other(self, op: Operation, idx: list[SSAValue]) -> SSAValue:
+        kb = self.kb
+        if isinstance(op, g.ConstOp):
+            (v,) = op.to_array().reshape(1)
+            return kb.const(v.item(), op.result.type.dtype.data)
+        if isinstance(op, g.IotaOp):
+            i64 = kb.op(arith.IndexCastOp(idx[op.axis.data], loop.scalar_type("i64")))
+            return emit_cast(kb, i64, "i64", op.result.type.dtype.data)
+        if isinstance(op, g.DimOp):
+            return kb.op(arith.IndexCastOp(kb.expr(op.expr.data), loop.scalar_type("i64")))
+        if isinstance(op, g.ConcatOp):
+            return self._concat(op, idx)
+        if isinstance(op, g.GatherOp):
+            return self._gather(op, idx)
+        if type(op) in _REDUCE:
+            return self._reduce(op, idx)
+        if isinstance(op, g.MatmulOp):
+            return self.matmuls([op], idx)[0]
+        return self.emit(op.operands[0], self._operand_index(op, idx))
+
+    def _operand_index(self, op: Operation, idx: list[SSAValue]) -> list[SSAValue]:
+        kb = self.kb
+        if isinstance(op, g.PermuteOp):
+            out = list(idx)
+            for i, p in enumerate(op.permutation):
+                out[p] = idx[i]
+            return out
+        if isinstance(op, g.BroadcastOp):
+            src, dst = op.operand.type.dims, op.result.type.dims
+            return [kb.index(0) if s == 1 and d != 1 else i
+                    for s, d, i in zip(src, dst, idx, strict=True)]
+        if isinstance(op, g.SliceOp):
+            out = list(idx)
+            start = op.start.data
+            if start != 0:
+                out[op.axis.data] = kb.op(arith.AddiOp(idx[op.axis.data], kb.expr(start)))
+            return out
+        if isinstance(op, g.ReshapeOp):
+            return reshape_index(kb, idx, op.result.type.dims, op.operand.type.dims)
+        # fuse.py only puts views listed above into a region's read path.
+        raise AssertionError(f"internal: fused kernels cannot read through {op.name}")
+
+    def _concat(self, op: g.ConcatOp, idx: list[SSAValue]) -> SSAValue:
+        """One branch per operand: ``t < n0 ? a[t] : (t < n0+n1 ? b[t-n0] : ...)``."""
+        axis = op.axis.data
+        operands = list(op.inputs)
+
+        def branch(k: int, start: Expr) -> SSAValue:
+            shifted = list(idx)
+            if start != 0:
+                shifted[axis] = self.kb.op(arith.SubiOp(idx[axis], self.kb.expr(start)))
+            if k == len(operands) - 1:
+                return self.emit(operands[k], shifted)
+            end = start + operands[k].type.dims[axis]
+            cond = self.kb.op(arith.CmpiOp(idx[axis], self.kb.expr(end), "slt"))
+            return self.kb.if_else(cond, self.scoped(lambda: self.emit(operands[k], shifted)),
+                                   self.scoped(lambda: branch(k + 1, end)))
+
+        return branch(0, Expr.const(0))
+
+    def check_ids(self, op: g.GatherOp, idx: list[SSAValue]) -> SSAValue:
+        """The id at ``idx`` as an index, after checking it names a table row."""
+        kb = self.kb
+        raw = self.emit(op.ids, idx)
+        row = emit_cast(kb, raw, op.ids.type.dtype.data, "i64")
+        rows = kb.op(arith.IndexCastOp(kb.expr(op.table.type.dims[0]), loop.scalar_type("i64")))
+        ok = kb.op(arith.AndIOp(kb.op(arith.CmpiOp(row, kb.const(0, "i64"), "sge")),
+                                kb.op(arith.CmpiOp(row, rows, "slt"))))
+        kb.op_noresult(loop.CheckOp(ok, 1, "graph.gather: id out of range"))
+        return kb.op(arith.IndexCastOp(row, IndexType()))
+
+    def _gather(self, op: g.GatherOp, idx: list[SSAValue]) -> SSAValue:
+        n_ids = len(op.ids.type.dims)
+        return self.emit(op.table, [self.check_ids(op, idx[:n_ids]), *idx[n_ids:]])
+
+    def _reduce(self, op: Operation, idx: list[SSAValue]) -> SSAValue:
+        """The reduction at ``idx`` (its last index is the kept size-1 axis)."""
+        src = op.operands[0]
+        axis = op.properties["axis"].data  # type: ignore[union-attr]
+        kind = _REDUCE[type(op)]
+        dtype = src.type.dtype.data
+        init = self.kb.const(identity(kind, dtype), dtype)
+
+        @self.scoped
+        def step(k: SSAValue, acc: SSAValue) -> SSAValue:
+            at = [k if d == axis else i for d, i in enumerate(idx)]
+            return emit_accumulate(self.kb, kind, acc, self.emit(src, at))
+
+        return self.kb.reduction_loop("k", src.type.dims[axis], init, step)
+
+    def matmuls(self, ops: Sequence[g.MatmulOp], idx: list[SSAValue]) -> list[SSAValue]:
+        """All ``ops`` at ``idx`` = [batch..., m, n], in one sequential k loop."""
+        batch = len(idx) - 2
+        inits = [self.kb.const(0.0, "f32") for _ in ops]
+
+        @self.scoped
+        def step(k: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
+            out = []
+            for op, acc in zip(ops, accs, strict=True):
+                a = self.emit(op.lhs, [*idx[:batch], idx[batch], k])
+                b = self.emit(op.rhs, [*idx[:batch], k, idx[batch + 1]])
+                out.append(emit_binary(self.kb, "add", acc, emit_binary(self.kb, "mul", a, b)))
+            return out
+
+        results = self.kb.reduction_loop_multi("k", ops[0].lhs.type.dims[-1], inits, step)
+        for op, r in zip(ops, results, strict=True):
+            self.scopes[-1][(op.result, tuple(idx))] = r
+        return results
+
+
+def reshape_index(kb: KernelBuilder, idx: list[SSAValue], result: Sequence[Expr],
+                  operand: Sequence[Expr]) -> list[SSAValue]:
+    """Indices into ``operand`` of element ``idx`` of its reshape to ``result``.
+
+    Dims are matched in groups of equal products (split, merge, or 1:1), so a
+    split costs multiplies and adds and a merge one div/mod per operand dim."""
+    out: list[SSAValue] = [kb.index(0)] * len(operand)
+    r = [i for i, d in enumerate(result) if d != 1]
+    o = [i for i, d in enumerate(operand) if d != 1]
+    ri = oi = 0
+    while ri < len(r) or oi < len(o):
+        nr, no = _group(result, r[ri:], operand, o[oi:])
+        linear = _linearize(kb, [idx[i] for i in r[ri:ri + nr]],
+                            [result[i] for i in r[ri:ri + nr]])
+        dims = [operand[i] for i in o[oi:oi + no]]
+        for k, i in enumerate(o[oi:oi + no]):
+            inner = product(dims[k + 1:])
+            v = linear if inner == 1 else kb.op(arith.DivSIOp(linear, kb.expr(inner)))
+            out[i] = v if k == 0 else kb.op(arith.RemSIOp(v, kb.expr(dims[k])))
+        ri += nr
+        oi += no
+    return out
+
+
+def _group(result: Sequence[Expr], r: list[int], operand: Sequence[Expr],
+           o: list[int]) -> tuple[int, int]:
+    if not r or not o:  # whatever is left has size 1 (products are equal)
+        return len(r), len(o)
+    for nr in range(1, len(r) + 1):
+        pr = product([result[i] for i in r[:nr]])
+        for no in range(1, len(o) + 1):
+            if product([operand[i] for i in o[:no]]) == pr:
+                return nr, no
+    return len(r), len(o)
+
+
+def _linearize(kb: KernelBuilder, idx: list[SSAValue], dims: list[Expr]) -> SSAValue:
+    if not idx:
+        return kb.index(0)
+    total = idx[0]
+    for i, d in zip(idx[1:], dims[1:], strict=True):
+        total = kb.op(arith.AddiOp(kb.op(arith.MuliOp(total, kb.expr(d))), i))
+    return total
+
+
+def build_fused(symbols: Sequence[str], spec: TensorSpec, layouts: Sequence[Layout],
+                fused: g.FusedOp, name: str) -> loop.KernelOp:
+    """The kernel of one region: argument 0 is the result, then the region's inputs."""
+    args = [Arg(spec.dtype, "w", Layout.contiguous(spec.shape).shape,
+                Layout.contiguous(spec.shape).strides)]
+    for a, lay in zip(fused.block.args, layouts, strict=True):
+        fp = argument_footprint(a, lay)
+        args.append(Arg(a.type.dtype.data, "r", fp.shape, fp.strides))
+    kb = KernelBuilder(tuple(symbols), args)
+    em = RegionEmitter(kb, fused, layouts)
+    root = fused.block.last_op
+    assert isinstance(root, g.FusedYieldOp)
+    out_strides = Layout.contiguous(spec.shape).strides
+    shape = spec.shape
+    matmuls = [op for op in fused.block.ops if isinstance(op, g.MatmulOp)
+               and op.result.type.dims == shape]
+
+    def store_at(idx: list[SSAValue]) -> None:
+        if matmuls:
+            em.matmuls(matmuls, idx)
+        kb.op_noresult(loop.StoreOp(em.emit(root.value, idx), kb.ptr(0), idx, out_strides))
+
+    for op in fused.block.ops:  # every id is checked, even where no row element is read
+        if isinstance(op, g.GatherOp):
+            ids_dims = list(op.ids.type.dims)
+            kb.loop_nest(ids_dims, em.scoped(lambda ivs, op=op: em.check_ids(op, ivs)),
+                         names=[f"g{i}" for i in range(len(ids_dims))])
+    if not shape:
+        store_at([])
+        return kb.finish(name)
+    hoist = _row_invariants(fused, shape)
+
+    def row(ivs: list[SSAValue]) -> None:
+        for value in hoist:
+            em.emit(value, [*ivs, kb.index(0)])
+        kb.loop_nest([shape[-1]], em.scoped(lambda j: store_at([*ivs, *j])),
+                     names=[f"d{len(shape) - 1}"])
+
+    kb.loop_nest(list(shape[:-1]), em.scoped(row))
+    return kb.finish(name)
+
+
+def _row_invariants(fused: g.FusedOp, shape: Sequence[Expr]) -> list[SSAValue]:
+    """Region values shaped ``shape[:-1] + [1]`` (computed once per row)."""
+    if shape[-1] == 1:
+        return []
+    want = (*shape[:-1], Expr.const(1))
+    out = []
+    for op in fused.block.ops:
+        if isinstance(op, g.FusedYieldOp) or not op.results:
+            continue
+        if op.results[0].type.dims == want and not isinstance(op, g.ConstOp | g.ReshapeOp):
+            out.append(op.results[0])
+    return out
+
