@@ -33,7 +33,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.analysis.work import count_work
-from nanocompile.backend.gcc import default_cache_dir
+from nanocompile.backend.gcc import default_cache_dir, sweep_stale
 from nanocompile.backend.runtime import CompiledBackend, CompiledProgram
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
@@ -77,6 +77,9 @@ BACKENDS = ("c", "interpreter")
 DEFAULT_SEED = 0
 DEFAULT_NAME = f"synthetic-qwen2.5-0.5b-seed{DEFAULT_SEED}"
 MARKER = "nanocompile-default.json"
+# a staging directory of the default snapshot older than this has no live writer (generating
+# it takes seconds to minutes); one whose writer's pid is gone is removed at once
+STAGING_MAX_AGE = 6 * 3600.0
 END_OF_TEXT = "<|endoftext|>"
 IM_END = "<|im_end|>"
 
@@ -124,10 +127,12 @@ def ensure_default_snapshot(progress: Progress | None = None) -> Path:
     may both generate; one rename wins and the other's copy is discarded.
     """
     target = default_model_dir()
+    staging_prefix = f".{target.name}."  # .<name>.<pid>-<random>: see sweep_stale
+    sweep_stale(target.parent.glob(f"{staging_prefix}*"), staging_prefix, STAGING_MAX_AGE)
     if _is_current(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f"{staging_prefix}{os.getpid()}-", dir=target.parent))
     what = "generating the synthetic Qwen2.5-0.5B snapshot (first run only, ~1 GB)"
 
     def forward(_: str, done: int, total: int) -> None:

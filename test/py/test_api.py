@@ -9,9 +9,11 @@ the work report against ``count_work`` on a separately built graph.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -404,6 +406,30 @@ def test_default_snapshot_is_generated_once_and_atomically(
     assert len(calls) == 3
     assert json.loads(marker.read_text())["synthetic"] is True
 
+
+
+def test_stale_snapshot_staging_is_removed(monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    """A ~1 GB staging directory left by a generator killed with SIGKILL (its pid is
+    gone), or older than any generation, is removed by the next run, even one that
+    finds the snapshot already in place; a young one of a live process stays."""
+    monkeypatch.setenv("NANOCOMPILE_HOME", str(tmp_path))
+    target = tmp_path / api.DEFAULT_NAME
+    target.mkdir()
+    (target / api.MARKER).write_text(json.dumps(api._marker()))
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead = tmp_path / f".{api.DEFAULT_NAME}.{child.pid}-k1"
+    old = tmp_path / f".{api.DEFAULT_NAME}.abc123"  # the name before pids were in it
+    live = tmp_path / f".{api.DEFAULT_NAME}.{os.getpid()}-k2"
+    for d in (dead, old, live):
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"partial")
+    os.utime(old, (time.time() - api.STAGING_MAX_AGE - 60,) * 2)
+    assert api.ensure_default_snapshot() == target
+    assert not dead.exists()
+    assert not old.exists()
+    assert live.exists()
 
 def test_import_nanocompile_stays_light() -> None:
     code = ("import sys, nanocompile; assert 'xdsl' not in sys.modules; "

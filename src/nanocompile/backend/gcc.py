@@ -10,7 +10,18 @@ in ``$NANOCOMPILE_CACHE_DIR`` or ``~/.cache/nanocompile/kernels``::
     <cache>/<key[:2]>/<key>.c        its source (for debugging; gcc saw this name)
     <cache>/<key[:2]>/<key>.sha256   sha256 of the .so bytes
     <cache>/<key[:2]>/<key>.lock     serialises builders of one key
+    <cache>/<key[:2]>/.tmp-<name>-<pid>-*  a build in progress (see remove_stale_builds)
     <cache>/failed/<name>-<key[:16]>.c  the source of a failed compile
+
+gcc compiles the source with one line appended (`key_stamp`): the key as an
+exported string ``nanocompile_cache_key``. An entry verifies only if its
+``.so`` hashes to its ``.sha256`` *and* holds its own key, so an entry whose
+two files were swapped for another entry's pair is rebuilt, never loaded;
+after ``dlopen`` the loader reads the symbol back and checks it once more.
+A directory standing where an entry's file (or a file where the key's
+directory) should be does not verify and is removed before the rebuild.
+Build directories of builders that died (SIGKILL) are removed by the next
+process that builds into the cache.
 
 gcc runs in a temporary directory inside the cache (same file system), and the
 results are installed by ``os.replace`` in the order .c, .sha256, .so, so a
@@ -52,7 +63,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +86,10 @@ SANITIZE_FLAGS = (
     "-fno-sanitize-recover=undefined",
 )
 KEY_VERSION = 1  # bump when the cache layout or the key's contents change
+KEY_SYMBOL = "nanocompile_cache_key"  # every cached library exports its own key
+TMP_PREFIX = ".tmp-"  # build directories: .tmp-<name>-<pid>-<random> in a key's directory
+STALE_SECONDS = 6 * 3600.0  # a build directory older than this has no live owner
+_SWEPT: set[Path] = set()  # cache roots already swept for stale build directories
 CONTEXT_LINES = 2  # source lines shown either side of a line gcc reports
 MAX_REPORTED_ERRORS = 5
 
@@ -94,6 +109,10 @@ class CompileError(Exception):
         self.stderr = stderr
         self.source_path = source_path
         self.context = context
+
+
+class CacheError(RuntimeError):
+    """A cache entry that verified is not the library it claims to be."""
 
 
 class SanitizerError(RuntimeError):
@@ -204,7 +223,9 @@ class CompiledLibrary:
         entry = _Entry(self.path.parent.parent, self.key)
         if not entry.verified():
             _ensure(entry, self._source, self._name, self.sanitize)
-        return _open(entry.so)
+        library = _open(entry.so)
+        _check_stamp(library, self.key, entry.so)
+        return library
 
 
 def compile_library(
@@ -264,23 +285,29 @@ class _Entry:
         return self.directory / f"{self.key}.lock"
 
     def verified(self) -> bool:
-        """The library exists and its bytes hash to the stored digest."""
+        """The library exists, its bytes hash to the stored digest, and it is this
+        key's library: its bytes hold the key (`key_stamp`), so an entry whose
+        ``.so`` and ``.sha256`` were both replaced by another entry's pair does not
+        verify. Anything unreadable (missing, a directory, a file where the key's
+        directory should be) does not verify either."""
         try:
             expected = self.digest.read_text().strip()
-            actual = _sha256_file(self.so)
-        except FileNotFoundError:
+            data = self.so.read_bytes()
+        except (OSError, UnicodeDecodeError):
             return False
-        return expected == actual
+        return expected == hashlib.sha256(data).hexdigest() and _stamp(self.key) in data
 
     def discard(self) -> None:
-        """Delete a bad entry, library first so no reader pairs it with a new hash."""
-        for path in (self.so, self.digest):
-            path.unlink(missing_ok=True)
+        """Delete a bad entry, library first so no reader pairs it with a new hash;
+        a directory standing where one of its files should be goes too."""
+        for path in (self.so, self.digest, self.source):
+            _remove(path)
 
 
 def _ensure(entry: _Entry, source: str, name: str, sanitize: bool) -> float | None:
     """Build the entry under its lock unless another process already has; gcc's seconds."""
-    entry.directory.mkdir(parents=True, exist_ok=True)
+    _make_directory(entry.directory)
+    remove_stale_builds(entry.root)
     with _locked(entry.lock):
         if entry.verified():
             return None
@@ -290,17 +317,18 @@ def _ensure(entry: _Entry, source: str, name: str, sanitize: bool) -> float | No
 
 def _build(entry: _Entry, source: str, name: str, sanitize: bool) -> float:
     """Run gcc in a temporary directory of the cache and install the results atomically."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=entry.directory))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-{os.getpid()}-", dir=entry.directory))
     try:
         c_file = tmp / entry.source.name
         so_file = tmp / entry.so.name
-        c_file.write_text(source)
+        c_file.write_text(source + key_stamp(entry.key))
         command = [GCC, *_options(sanitize), c_file.name, "-o", so_file.name, *LIBS]
         start = time.perf_counter()
         result = _run(command, cwd=tmp)
         seconds = time.perf_counter() - start
         if result.returncode != 0:
             raise _compile_error(entry, source, name, result.stderr, result.returncode)
+        c_file.write_text(source)  # the cache keeps the source as given, without the stamp
         digest = tmp / entry.digest.name
         digest.write_text(_sha256_file(so_file) + "\n")
         for path, target in ((c_file, entry.source), (digest, entry.digest), (so_file, entry.so)):
@@ -353,7 +381,11 @@ def _excerpt(lines: list[str], number: int) -> str:
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on `path`, released on exit."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except IsADirectoryError:  # something else stands where the lock file goes
+        _remove(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -368,6 +400,93 @@ def _sha256_file(path: Path) -> str:
 def _open(path: Path) -> ctypes.CDLL:
     """dlopen a verified library (one place, so tests can watch what gets loaded)."""
     return ctypes.CDLL(str(path))
+
+
+def key_stamp(key: str) -> str:
+    """The C appended to every cached library's source: the cache key, as an
+    exported string. `_Entry.verified` looks for it in the library's bytes before
+    anything is loaded, and `CompiledLibrary.load` checks the symbol after."""
+    return f"\n/* the compile cache's key of this library */\n" \
+           f"const char {KEY_SYMBOL}[] = \"{key}\";\n"
+
+
+def _stamp(key: str) -> bytes:
+    return key.encode("ascii") + b"\0"
+
+
+def _check_stamp(library: ctypes.CDLL, key: str, path: Path) -> None:
+    try:  # the symbol is a char array: read the string at its address
+        first = ctypes.c_char.in_dll(library, KEY_SYMBOL)
+        found: bytes | None = ctypes.string_at(ctypes.addressof(first))
+    except ValueError:  # no such symbol
+        found = None
+    if found != key.encode("ascii"):
+        raise CacheError(f"{path}: the cached library is not the one for key {key[:16]}... "
+                         f"(it carries {found!r}); delete the cache directory and retry")
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or a directory tree at ``path``, if there is one."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _make_directory(path: Path) -> None:
+    """``mkdir -p``, replacing a file that stands where the directory goes."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        _remove(path)
+        path.mkdir(parents=True, exist_ok=True)
+
+
+def remove_stale_builds(root: Path, max_age: float = STALE_SECONDS) -> int:
+    """Delete the temporary build directories of builders that are gone.
+
+    A build directory is ``<root>/<key[:2]>/.tmp-<name>-<pid>-<random>``; it is
+    stale when that process no longer runs, or when it is older than
+    ``max_age`` seconds (no build takes that long; this also covers a reused
+    pid, and directories from before the pid was part of the name). Runs once
+    per process and cache root, before the first build. Returns how many were
+    removed."""
+    if root in _SWEPT:
+        return 0
+    _SWEPT.add(root)
+    return sweep_stale(root.glob(f"??/{TMP_PREFIX}*"), TMP_PREFIX, max_age)
+
+
+def sweep_stale(candidates: Iterable[Path], prefix: str, max_age: float) -> int:
+    """Remove each directory of ``candidates`` (named ``<prefix>[<name>-]<pid>-...``)
+    whose owner process is gone or that is older than ``max_age`` seconds."""
+    removed = 0
+    now = time.time()
+    for path in candidates:
+        try:
+            age = now - path.stat().st_mtime
+        except OSError:
+            continue
+        if not path.is_dir() or (_owner_alive(path.name[len(prefix):]) and age < max_age):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _owner_alive(rest: str) -> bool:
+    """Whether the pid in ``[<name>-]<pid>-<random>`` is a running process (a name
+    without a pid counts as alive: only its age can make it stale)."""
+    pids = [int(part) for part in rest.split("-")[:-1] if part.isdigit()]
+    if not pids:
+        return True
+    try:
+        os.kill(pids[-1], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def _run(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,10 @@ import ctypes
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -328,3 +330,79 @@ def test_sanitizer_recipe_reports_errors(tmp_path: Path, action: str, report: st
     assert child.returncode != 0
     assert "survived" not in child.stdout
     assert report in child.stderr, child.stderr
+
+
+# --------------------------------------------------------------------------
+# issue 14: an entry must prove it is the one asked for; leftovers are swept
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_swapped_entry_pair_is_rebuilt_not_loaded(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entry A's .so and .sha256 both replaced by entry B's (a consistent pair, but
+    for another key): A does not verify, is rebuilt, and only A's bytes are loaded."""
+    a = gcc.compile_library(ADD, cache_dir=tmp_path)
+    b = gcc.compile_library(SCALE, cache_dir=tmp_path)
+    good = a.path.read_bytes()
+    for suffix in (".so", ".sha256"):
+        shutil.copyfile(b.path.with_suffix(suffix), a.path.with_suffix(suffix))
+    opened: list[bytes] = []
+    real_open = gcc._open
+    monkeypatch.setattr(gcc, "_open", lambda path: opened.append(path.read_bytes())
+                        or real_open(path))
+    again = gcc.compile_library(ADD, cache_dir=tmp_path)
+    assert not again.cache_hit, "another key's library was taken as this key's"
+    assert again.load().add(2, 40) == 42
+    assert opened == [good]
+
+
+def test_library_exports_its_own_key(tmp_path: Path) -> None:
+    lib = gcc.compile_library(ADD, cache_dir=tmp_path)
+    so = lib.load()
+    first = ctypes.c_char.in_dll(so, gcc.KEY_SYMBOL)
+    assert ctypes.string_at(ctypes.addressof(first)).decode() == lib.key
+
+
+@pytest.mark.parametrize("where", ["so", "sha256", "c", "lock", "key-directory"])
+def test_directory_in_place_of_an_entry_file_is_rebuilt(tmp_path: Path, where: str) -> None:
+    """A directory where one of an entry's files should be (or a file where the key's
+    directory should be) is removed and the entry rebuilt, never an OSError."""
+    lib = gcc.compile_library(ADD, cache_dir=tmp_path)
+    if where == "key-directory":
+        shutil.rmtree(lib.path.parent)
+        lib.path.parent.write_text("not a directory")
+    else:
+        path = lib.path.with_suffix(f".{where}")
+        path.unlink()
+        (path / "inner").mkdir(parents=True)
+    again = gcc.compile_library(ADD, cache_dir=tmp_path)
+    assert again.cache_hit == (where in ("c", "lock"))  # .c and .lock are not verified
+    assert again.load().add(2, 40) == 42
+    assert gcc.compile_library(ADD, cache_dir=tmp_path).cache_hit
+
+
+def test_stale_build_directories_are_removed(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Build directories left by a killed builder (its pid is gone), or older than any
+    build (a name without a pid), are removed by the next build into the cache; a
+    young one of a live process stays."""
+    bucket = tmp_path / "ab"
+    bucket.mkdir(parents=True)
+    dead = bucket / f".tmp-kernels-{_dead_pid()}-x1y2"
+    old = bucket / ".tmp-kernels-q9z8"  # the layout before pids were in the name
+    live = bucket / f".tmp-kernels-{os.getpid()}-a1b2"
+    for d in (dead, old, live):
+        (d / "half-built.c").parent.mkdir()
+        (d / "half-built.c").write_text("int x;")
+    os.utime(old, (time.time() - gcc.STALE_SECONDS - 60,) * 2)
+    monkeypatch.setattr(gcc, "_SWEPT", set())
+    gcc.compile_library(ADD, cache_dir=tmp_path)
+    assert not dead.exists()
+    assert not old.exists()
+    assert live.exists()
