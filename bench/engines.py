@@ -5,19 +5,26 @@ operation, ``next_token(ids, state)``: run ``ids`` after the tokens already
 in ``state`` (its KV cache) and return the argmax of the last position's
 logits. Timing, thread limits and statistics live in :mod:`bench.run`.
 
-=============  ==========================================================
-interp         nanocompile's graph interpreter (NumPy per primitive, unfused)
-c-phase2       nanocompile's generated C, one kernel per primitive (fuse=False)
-c-phase3       nanocompile's generated C after the fuse pass (fuse=True)
-c-phase4       fused C with the default schedules: packed weights, AVX2 register
-               tiles, the persistent pool (schedule=True; threads per slot)
-torch          transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
-torch-compile  the same model with its forward under ``torch.compile``
-               (:mod:`bench.torch_compile_engine`)
-numpy          the hand-written NumPy engine (:mod:`bench.numpy_engine`)
-llama-f32      llama.cpp on the F32 GGUF of the snapshot, f32 KV cache
-llama-q8_0     llama.cpp on that GGUF quantized to Q8_0 (:mod:`bench.llama_engine`)
-=============  ==========================================================
+==============  ==========================================================
+interp          nanocompile's graph interpreter (NumPy per primitive, unfused)
+c-phase2        nanocompile's generated C, one kernel per primitive (fuse=False)
+c-phase3        nanocompile's generated C after the fuse pass (fuse=True)
+c-phase4        fused C with the default schedules: packed weights, AVX2 register
+                tiles, the persistent pool (schedule=True; threads per slot)
+torch           transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
+torch-compile   the same model with its forward under ``torch.compile``
+                (:mod:`bench.torch_compile_engine`)
+numpy           the hand-written NumPy engine (:mod:`bench.numpy_engine`)
+llama-f32       llama.cpp on the F32 GGUF of the snapshot, f32 KV cache
+llama-q8_0      llama.cpp on that GGUF quantized to Q8_0 (:mod:`bench.llama_engine`)
+nanoinfer-f32   nanoinfer's f32 engine, from a checkout (:mod:`bench.nanoinfer_engine`)
+nanoinfer-int8  nanoinfer's int8 engine (its entry point named by ``NANOINFER_INT8``)
+==============  ==========================================================
+
+The nanoinfer engines are in a default run (``ENGINE_NAMES``) only when a
+checkout is found (``$NANOINFER_PATH`` or ``../nanoinfer``, docs/nanoinfer.md)
+and, for int8, ``NANOINFER_INT8`` is set; asked for by name without them,
+they are skipped with one line saying how to enable them.
 
 Peers whose packages are missing (torch, transformers, llama-cpp-python,
 gguf) or that cannot be built here (torch.compile over its time budget)
@@ -52,8 +59,21 @@ import numpy as np
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
 
-ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "c-phase4", "torch",
-                                  "torch-compile", "numpy", "llama-f32", "llama-q8_0")
+NANOINFER_ENGINE_NAMES: tuple[str, ...] = ("nanoinfer-f32", "nanoinfer-int8")
+ALL_ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "c-phase4", "torch",
+                                      "torch-compile", "numpy", "llama-f32", "llama-q8_0",
+                                      *NANOINFER_ENGINE_NAMES)
+
+
+def default_engine_names() -> tuple[str, ...]:
+    """The engines of a default run: nanoinfer's only those that can be built here."""
+    from bench.nanoinfer_engine import available_engines
+
+    present = available_engines()
+    return tuple(n for n in ALL_ENGINE_NAMES if n in present or n not in NANOINFER_ENGINE_NAMES)
+
+
+ENGINE_NAMES: tuple[str, ...] = default_engine_names()
 REFERENCE_ENGINE = "c-phase4"  # the head-to-heads are against the scheduled C engine
 
 
@@ -183,9 +203,9 @@ class Work:
 def count_program_work(graph: Any, *, fused: bool) -> Work:
     """Count the loop program ``compile_program(graph, fuse=fused)`` builds."""
     from nanocompile.analysis.work import count_work
-    from nanocompile.compiler import lower_to_loop, optimize_graph
+    from nanocompile.compiler import CompileOptions, Pipeline
 
-    loop_ir = lower_to_loop(optimize_graph(graph) if fused else graph)
+    loop_ir = Pipeline(graph, CompileOptions(fuse=fused)).module("loop")
     work = count_work(loop_ir)
     return Work("fused" if fused else "unfused", work.launches, work.distinct_kernels,
                 work.bytes_moved)
@@ -361,6 +381,15 @@ def _build_llama(kind: str) -> Callable[[Shared], Model]:
     return build
 
 
+def _build_nanoinfer(kind: str) -> Callable[[Shared], Model]:
+    def build(shared: Shared) -> Model:
+        from bench.nanoinfer_engine import build_model
+
+        return build_model(shared.snapshot.path, kind)
+
+    return build
+
+
 def _build_numpy(shared: Shared) -> Model:
     from bench.numpy_engine import NumpyQwen2
 
@@ -397,5 +426,12 @@ ENGINES: dict[str, EngineSpec] = {
                             _build_llama("f32"), _fused, False),
     "llama-q8_0": EngineSpec("llama-q8_0", "llama.cpp (llama-cpp-python) Q8_0 GGUF, f16 KV "
                              "cache", _build_llama("q8_0"), _fused, False),
+    # nanoinfer has no IR here either: the fused f32 program's counters
+    "nanoinfer-f32": EngineSpec("nanoinfer-f32", "nanoinfer f32 (NumPy) from a checkout",
+                                _build_nanoinfer("f32"), _fused, False),
+    "nanoinfer-int8": EngineSpec("nanoinfer-int8", "nanoinfer int8 from a checkout "
+                                 "(NANOINFER_INT8 names its entry point)",
+                                 _build_nanoinfer("int8"), _fused, False),
 }
-assert tuple(ENGINES) == ENGINE_NAMES
+assert tuple(ENGINES) == ALL_ENGINE_NAMES
+assert set(ENGINE_NAMES) <= set(ENGINES)

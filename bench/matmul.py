@@ -642,6 +642,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         program = compile_program(graph, weights, fuse=True, schedule=True, times=times)
         compiles[shape.name] = {"seconds": time.perf_counter() - start,
+                                "stages": times.stages(),
                                 "cache_hit": times.cache_hit, "launches": program.launches,
                                 "kernels": [launch.kernel_name
                                             for launch in program.program.launches()]}

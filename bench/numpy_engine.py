@@ -8,7 +8,7 @@ KV groups (no ``repeat_kv`` copy), and in-place elementwise work where it
 saves a temporary. Weights are read through ``Snapshot.f32`` (exact bf16 →
 f32 widening), like every other engine.
 
-It is a peer, not an oracle: ``test/py/test_numpy_engine.py`` checks it
+It is a peer, not an oracle: ``test/py/bench/test_numpy_engine.py`` checks it
 against transformers (greedy tokens identical, logits close on the tiny
 synthetic snapshot). Its float32 operation order differs from the spec's
 (BLAS blocking, ``1/sqrt`` applied once), so it agrees within rounding,

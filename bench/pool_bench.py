@@ -47,8 +47,9 @@ import numpy as np
 
 from bench import results, stats
 from nanocompile.backend.gcc import compile_library
-from nanocompile.backend.pool import POOL_C, PoolControl
+from nanocompile.backend.pool import PoolControl
 from nanocompile.targets.c import PRELUDE
+from nanocompile.targets.c_runtime import POOL_C
 
 TINY_N = 16384
 EMPTY_N = 1024

@@ -4,6 +4,7 @@
     python tools/fuzz.py nc-opt      --count 10000 --seed 0 [--subprocess 300]
     python tools/fuzz.py safetensors --count 10000 --seed 0
     python tools/fuzz.py graphs      --count 1000  --seed 0 [--batch 8]
+    python tools/fuzz.py threads|cache|json|chains --count N --seed 0   (tools/fuzz_runtime.py)
 
 Each campaign prints one JSON report (inputs tried, outcomes by kind, findings
 with what reproduces them, seconds) and exits 1 if it found anything. A
@@ -295,23 +296,23 @@ LOCATED = re.compile(r":\d+:\d+")
 # Bugs found (and fixed): finding kind -> the regression test that pins it.
 NCOPT_REGRESSIONS = {
     "timeout: unterminated string":
-        "test/py/test_fuzz.py::test_ncopt_unterminated_string_does_not_hang",
+        "test/py/testing/test_fuzz.py::test_ncopt_unterminated_string_does_not_hang",
     "exception: AssertionError in lower_graph_to_loop.py":
-        "test/py/test_fuzz.py::test_ncopt_graph_op_outside_a_func_is_a_diagnostic",
+        "test/py/testing/test_fuzz.py::test_ncopt_graph_op_outside_a_func_is_a_diagnostic",
     "leaked-exception: zip() argument":
-        "test/py/test_fuzz.py::test_ncopt_loop_for_iter_count_mismatch_is_located",
+        "test/py/testing/test_fuzz.py::test_ncopt_loop_for_iter_count_mismatch_is_located",
 }
 SAFETENSORS_REGRESSIONS = {
     "exception: RecursionError in open":
-        "test/py/test_fuzz.py::test_safetensors_deeply_nested_header_is_an_error",
+        "test/py/testing/test_fuzz.py::test_safetensors_deeply_nested_header_is_an_error",
     "exception: OverflowError in open":
-        "test/py/test_fuzz.py::test_safetensors_dim_beyond_int64_is_an_error",
+        "test/py/testing/test_fuzz.py::test_safetensors_dim_beyond_int64_is_an_error",
     "exception: ValueError in raw: cannot reshape":
-        "test/py/test_fuzz.py::test_safetensors_shape_product_overflow_is_an_error",
+        "test/py/testing/test_fuzz.py::test_safetensors_shape_product_overflow_is_an_error",
     "exception: ValueError in raw: Maximum allowed dimension":
-        "test/py/test_fuzz.py::test_safetensors_empty_tensor_with_huge_dims_is_an_error",
+        "test/py/testing/test_fuzz.py::test_safetensors_empty_tensor_with_huge_dims_is_an_error",
     "exception: ValueError in raw: array is too big":
-        "test/py/test_fuzz.py::test_safetensors_empty_tensor_with_huge_dims_is_an_error",
+        "test/py/testing/test_fuzz.py::test_safetensors_empty_tensor_with_huge_dims_is_an_error",
 }
 _UNTERMINATED = re.compile(r'^[^"\n]*(?:"(?:[^"\\\n]|\\.)*"[^"\n]*)*"(?:[^"\\\n]|\\.)*$', re.M)
 KNOWN_PREFIXES = ("nc-opt: parse error", "nc-opt: error:", "nc-opt: ")
@@ -965,7 +966,8 @@ def atheris_run(campaign: str, count: int, seed: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("campaign", choices=("nc-opt", "safetensors", "graphs"))
+    parser.add_argument("campaign", choices=("nc-opt", "safetensors", "graphs", "threads",
+                                             "cache", "json", "chains"))
     parser.add_argument("--count", type=int, default=1000, help="inputs (graphs) to try")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--subprocess", type=int, default=0, metavar="N",
@@ -987,7 +989,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return atheris_run(args.campaign, args.count, args.seed)
     if args.replay is not None:
         return _replay(args.campaign, args.replay, args.seed, args.batch, args.bindings)
-    if args.campaign == "nc-opt":
+    if args.campaign in ("threads", "cache", "json", "chains"):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # fuzz_runtime beside us
+        import fuzz_runtime
+
+        report = Report(args.campaign, args.seed)
+        fuzz_runtime.run(report, args.campaign, args.count, args.seed)
+    elif args.campaign == "nc-opt":
         report = ncopt_campaign(args.count, args.seed, subprocess_sample=args.subprocess,
                                 save_dir=args.save)
     elif args.campaign == "safetensors":

@@ -8,14 +8,16 @@ from the code: rerun this after changing a pass.
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import ModuleOp
+
 from nanocompile.analysis.work import count_work
-from nanocompile.compiler import emit_c, lower_to_loop, optimize_graph
+from nanocompile.compiler import CompileOptions, Pipeline
 from nanocompile.dialects import loop
 from nanocompile.frontend import GraphBuilder
 from nanocompile.frontend import composites as C
 
 
-def mlp_block() -> object:
+def mlp_block() -> ModuleOp:
     gb = GraphBuilder("mlp")
     x = gb.input("x", "f32", ["seq", 896])
     h = C.rms_norm(x, gb.weight("norm.weight", [896]), 1e-6)
@@ -42,10 +44,9 @@ def c_function(source: str, name: str) -> str:
 
 def main() -> None:
     graph = mlp_block()
-    fused = optimize_graph(graph)
-    unfused_loop = lower_to_loop(graph)
-    fused_loop = lower_to_loop(fused)
-    c = emit_c(fused_loop)
+    pipeline = Pipeline(graph, CompileOptions(schedule=False))  # the C before phase 4
+    fused, fused_loop, c = pipeline.module("fused"), pipeline.module("loop"), pipeline.text("c")
+    unfused_loop = Pipeline(graph, CompileOptions(fuse=False)).module("loop")
     wu, wf = count_work(unfused_loop), count_work(fused_loop)
     program = next(op for op in fused_loop.ops if isinstance(op, loop.ProgramOp))
     print(TEMPLATE.format(

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,17 +37,10 @@ from nanocompile.analysis.work import count_work
 from nanocompile.backend.gcc import default_cache_dir, sweep_stale
 from nanocompile.backend.runtime import CompiledBackend, CompiledProgram
 from nanocompile.checkpoint.config import Qwen2Config
+from nanocompile.checkpoint.jsonfile import JSONFileError, read_json
 from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.checkpoint.synth import SYNTH_VERSION, write_synthetic_snapshot
-from nanocompile.compiler import (
-    STAGES,
-    CompileTimes,
-    compile_program,
-    emit_c,
-    lower_to_loop,
-    optimize_graph,
-    schedule_loop,
-)
+from nanocompile.compiler import STAGES, CompileTimes, Pipeline, compile_program
 from nanocompile.inference.engine import Engine, F32Weights
 from nanocompile.inference.generate import (
     ContextLengthError,
@@ -77,6 +71,9 @@ BACKENDS = ("c", "interpreter")
 DEFAULT_SEED = 0
 DEFAULT_NAME = f"synthetic-qwen2.5-0.5b-seed{DEFAULT_SEED}"
 MARKER = "nanocompile-default.json"
+# the longest step a prompt runs in: longer prompts prefill in consecutive cached steps, so
+# the attention temporaries stay ~chunk x context, not context^2 (Engine.chunk)
+PREFILL_CHUNK = 512
 # a staging directory of the default snapshot older than this has no live writer (generating
 # it takes seconds to minutes); one whose writer's pid is gone is removed at once
 STAGING_MAX_AGE = 6 * 3600.0
@@ -113,8 +110,8 @@ def _marker() -> dict[str, object]:
 
 def _is_current(directory: Path) -> bool:
     try:
-        return json.loads((directory / MARKER).read_text(encoding="utf-8")) == _marker()
-    except (OSError, ValueError):
+        return read_json(directory / MARKER) == _marker()
+    except JSONFileError:
         return False
 
 
@@ -163,25 +160,25 @@ def _install(staging: Path, target: Path) -> None:
 
 
 def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
-            last_only: bool = True) -> str:
+            last_only: bool = True, explain: bool = False) -> str:
     """The program for ``config`` after ``stage``, as text, exactly as
     ``compile_program`` builds it: "graph" (as written), "fused" (after the
     graph passes: cse, fold-constants, dce, fuse), "loop" (Loop IR),
-    "scheduled" (Loop IR after the default schedules: phase 4) or "c" (of the
-    scheduled program)."""
+    "scheduled" (the Loop IR with the ``sched.schedule`` default-schedule
+    chose for each kernel after it: phase 4) or "c" (of the scheduled
+    kernels). ``explain`` (stage "scheduled" only) puts ``//`` comment lines
+    first: per kernel, the candidate schedules refused, with the reason, and
+    the one chosen."""
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
+    if explain and stage != "scheduled":
+        raise ValueError(f"explain needs stage 'scheduled', got {stage!r}")
     graph = build_qwen2(config, Qwen2GraphOptions(n_layers=n_layers, last_only=last_only))
-    if stage == "graph":
-        return str(graph)
-    fused = optimize_graph(graph)
-    if stage == "fused":
-        return str(fused)
-    loop_module = lower_to_loop(fused)
-    if stage == "loop":
-        return str(loop_module)
-    scheduled, _ = schedule_loop(loop_module)
-    return str(scheduled) if stage == "scheduled" else emit_c(scheduled)
+    pipeline = Pipeline(graph)
+    text = pipeline.text(stage)
+    if not explain:
+        return text
+    return "\n".join([*pipeline.explain(), text])
 
 
 # --------------------------------------------------------------------------
@@ -214,6 +211,7 @@ class Model:
         self._progress = progress
         self._weights = F32Weights(snapshot)
         self._graphs: dict[bool, _Compiled] = {}
+        self._compile_lock = threading.Lock()
 
     @property
     def path(self) -> Path:
@@ -239,22 +237,24 @@ class Model:
         """The engine for a last-position-only (or full-logits) graph, built once."""
         if not self.last_only:
             last_only = False  # one full graph serves everything
-        found = self._graphs.get(last_only)
-        if found is not None:
+        with self._compile_lock:  # two threads asking at once compile it once
+            found = self._graphs.get(last_only)
+            if found is None:
+                found = self._graphs[last_only] = self._build(last_only)
             return found
+
+    def _build(self, last_only: bool) -> _Compiled:
         graph = build_qwen2(self.config, Qwen2GraphOptions(last_only=last_only))
         if self.backend == "interpreter":
-            built = _Compiled(graph, Engine(self.config, InterpreterBackend(graph, self._weights)))
-        else:
-            times = CompileTimes()
-            kind = "last-position" if last_only else "all-position"
-            program = report_step(
-                self._progress, f"compiling the model ({kind} logits)",
-                lambda: compile_program(graph, self._weights, schedule=True, times=times))
-            built = _Compiled(graph, Engine(self.config, CompiledBackend(program)), program,
-                              times)
-        self._graphs[last_only] = built
-        return built
+            return _Compiled(graph, Engine(self.config, InterpreterBackend(graph, self._weights),
+                                           chunk=PREFILL_CHUNK))
+        times = CompileTimes()
+        kind = "last-position" if last_only else "all-position"
+        program = report_step(
+            self._progress, f"compiling the model ({kind} logits)",
+            lambda: compile_program(graph, self._weights, schedule=True, times=times))
+        return _Compiled(graph, Engine(self.config, CompiledBackend(program), chunk=PREFILL_CHUNK),
+                         program, times)
 
     @property
     def engine(self) -> Engine:
@@ -331,8 +331,8 @@ class Model:
                      sampling: SamplingParams | Sampler | None = None,
                      stop_ids: Sequence[int] | frozenset[int] = (),
                      on_token: TokenCallback | None = None) -> GenerationResult:
-        """Generate after token ids, stopping at any of ``stop_ids``."""
-        ids = [int(i) for i in prompt_ids]
+        """Generate after token ids (ints or NumPy integers), stopping at any of ``stop_ids``."""
+        ids = [_token_id(i) for i in prompt_ids]
         bad = [i for i in ids if not 0 <= i < self.config.vocab_size]
         if bad:
             raise ValueError(f"token id {bad[0]} is outside the vocabulary "
@@ -362,7 +362,7 @@ class Model:
             loop_module = built.program.program.parent_op()
             assert isinstance(loop_module, ModuleOp)
         else:
-            loop_module = lower_to_loop(optimize_graph(built.graph))
+            loop_module = Pipeline(built.graph).module("loop")
         work = count_work(loop_module)
         moved = work.bytes_moved
         compiled = built.program is not None
@@ -378,13 +378,19 @@ class Model:
             "bytes_per_step": str(moved),
             "bytes_per_decode_step": moved.evaluate({s: 1 if s == "seq" else 0
                                                      for s in moved.symbols}),
-            "compile_seconds": (t.lower + t.emit + t.gcc) if compiled else None,
-            "compile_stages": {"lower": t.lower, "emit": t.emit, "gcc": t.gcc}
-            if compiled else None,
+            "compile_seconds": t.total if compiled else None,
+            "compile_stages": t.stages() if compiled else None,
             "cache_hit": t.cache_hit if compiled else None,
             "library": str(built.program.library.path) if built.program else None,
             "kernel_cache_dir": str(default_cache_dir()),
         }
+
+
+def _token_id(value: object) -> int:
+    """``value`` as a token id: an int or a NumPy integer, never a float, str or bool."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_):
+        return int(value)
+    raise ValueError(f"token ids must be integers, got {value!r} ({type(value).__name__})")
 
 
 def _sampler(sampling: SamplingParams | Sampler | None) -> Sampler:

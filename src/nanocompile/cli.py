@@ -19,17 +19,19 @@ that need them, so ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import secrets
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from nanocompile.inference.progress import StderrProgress
 
 if TYPE_CHECKING:
     from nanocompile.api import Model
+    from nanocompile.checkpoint.config import Qwen2Config
     from nanocompile.inference.generate import GenerationResult
     from nanocompile.inference.sampling import Sampler
 
@@ -100,9 +102,9 @@ def _load_model(args: argparse.Namespace, *, last_only: bool = True) -> Model:
                 context=getattr(args, "context", None), progress=_progress())
 
 
-def _sampling_from_flags(args: argparse.Namespace) -> dict[str, object]:
-    """The sampling fields the user set explicitly."""
-    chosen: dict[str, object] = {}
+def _sampling_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampling fields the user set explicitly (SamplingParams checks them)."""
+    chosen: dict[str, Any] = {}
     for name in ("temperature", "top_k", "top_p", "repetition_penalty"):
         value = getattr(args, name)
         if value is not None:
@@ -129,9 +131,9 @@ def _sampler(args: argparse.Namespace, model_dir: Path | None = None) -> Sampler
             raise UserError("--model-defaults needs the model directory")
         params = from_generation_config(model_dir, seed=seed,
                                         with_repetition_penalty=True)
-        params = replace(params, **_sampling_from_flags(args))  # type: ignore[arg-type]
+        params = replace(params, **_sampling_from_flags(args))
     else:
-        params = SamplingParams(seed=seed, **_sampling_from_flags(args))  # type: ignore[arg-type]
+        params = SamplingParams(seed=seed, **_sampling_from_flags(args))
     return Sampler(params)
 
 
@@ -174,7 +176,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_config(model: str | None):  # type: ignore[no-untyped-def]
+def _load_config(model: str | None) -> Qwen2Config:
     from nanocompile.checkpoint.config import Qwen2Config
 
     if model is None:
@@ -191,12 +193,14 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     from nanocompile.api import ir_text
     from nanocompile.inference.progress import report_step
 
+    if args.explain and args.stage != "scheduled":
+        raise UserError(f"--explain needs --stage scheduled, got --stage {args.stage}")
     cfg = _load_config(args.model)
     if args.layers is not None and not 0 < args.layers <= cfg.num_hidden_layers:
         raise UserError(f"--layers must be in [1, {cfg.num_hidden_layers}], got {args.layers}")
     text = report_step(_progress(), f"building the program up to stage '{args.stage}'",
                        lambda: ir_text(cfg, args.stage, n_layers=args.layers,
-                                       last_only=args.last_only))
+                                       last_only=args.last_only, explain=args.explain))
     print(text)
     return 0
 
@@ -208,9 +212,25 @@ def _load_with_sampler(args: argparse.Namespace) -> tuple[Model, Sampler]:
     return model, sampler or _sampler(args, model.path)
 
 
+def _valid_text(text: str, what: str) -> str:
+    """``text`` (from argv or stdin) with its undecodable bytes replaced by U+FFFD, saying so.
+
+    Python hands over bytes that are not UTF-8 as lone surrogates
+    (``surrogateescape``); the tokenizer takes valid Unicode only.
+    """
+    from nanocompile.tokenizer.tokenizer import replace_undecodable
+
+    clean, count = replace_undecodable(text)
+    if count:
+        print(f"{PROG}: note: {what} is not valid UTF-8: {count} undecodable "
+              f"byte{'s' if count != 1 else ''} replaced by U+FFFD", file=sys.stderr, flush=True)
+    return clean
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
+    prompt = _valid_text(args.prompt, "PROMPT")
     model, sampler = _load_with_sampler(args)
-    result = model.generate(args.prompt, max_tokens=args.max_tokens, sampling=sampler,
+    result = model.generate(prompt, max_tokens=args.max_tokens, sampling=sampler,
                             stop_at_eos=not args.ignore_eos, on_token=_write)
     _write("\n")
     print(_closing_line(result, sampler), file=sys.stderr)
@@ -218,20 +238,26 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
+    system = None if args.system is None else _valid_text(args.system, "--system")
+    if isinstance(sys.stdin, io.TextIOWrapper):  # bytes that are not UTF-8: whatever the locale
+        sys.stdin.reconfigure(errors="surrogateescape")
     model, sampler = _load_with_sampler(args)
     messages: list[dict[str, str]] = []
-    if args.system is not None:
-        messages.append({"role": "system", "content": args.system})
+    if system is not None:
+        messages.append({"role": "system", "content": system})
     interactive = sys.stdin.isatty()
+    line_number = 0
     while True:
         if interactive:
             print("> ", end="", file=sys.stderr, flush=True)
         line = sys.stdin.readline()
+        line_number += 1
         if not line:
             break
         if not line.strip():
             continue
-        messages.append({"role": "user", "content": line.rstrip("\r\n")})
+        text = _valid_text(line.rstrip("\r\n"), f"line {line_number} of stdin")
+        messages.append({"role": "user", "content": text})
         result = model.chat(messages, max_tokens=args.max_tokens, sampling=sampler,
                             on_token=_write)
         _write("\n")
@@ -253,8 +279,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     print(f"bytes moved / step      {r['bytes_per_step']}")
     print(f"  at past=0, seq=1      {r['bytes_per_decode_step']:,} "
           f"({r['bytes_per_decode_step'] / 2**20:.1f} MiB)")
-    print(f"compile time            {r['compile_seconds']:.2f} s (lower {stages['lower']:.2f}, "
-          f"emit {stages['emit']:.2f}, gcc {stages['gcc']:.2f}; "
+    steps = ", ".join(f"{name} {seconds:.2f}" for name, seconds in stages.items())
+    print(f"compile time            {r['compile_seconds']:.2f} s ({steps}; "
           f"cache {'hit' if r['cache_hit'] else 'miss'})")
     print(f"library                 {r['library']}")
     print(f"kernel cache            {r['kernel_cache_dir']}")
@@ -331,7 +357,9 @@ def _parser() -> argparse.ArgumentParser:
                          description="Continue PROMPT, printing tokens as they are produced, "
                          "then a line on stderr with prefill time and decode speed. "
                          "Stops at <|endoftext|>.")
-    gen.add_argument("prompt", metavar="PROMPT", help="the text to continue")
+    gen.add_argument("prompt", metavar="PROMPT",
+                     help="the text to continue (bytes that are not UTF-8 become U+FFFD, "
+                     "with a note on stderr)")
     _add_generation_options(gen)
     gen.add_argument("--ignore-eos", action="store_true",
                      help="do not stop at <|endoftext|>")
@@ -340,7 +368,8 @@ def _parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="a ChatML conversation, one user turn per stdin line",
                           description="Read user turns from stdin, one per line, and answer "
                           "each (the whole conversation is the context). Replies stop at "
-                          "<|im_end|>.")
+                          "<|im_end|>. Bytes that are not UTF-8 (on stdin or in --system) "
+                          "become U+FFFD, with a note on stderr.")
     chat.add_argument("--system", metavar="TEXT",
                       help="the system message (default: the chat template's)")
     _add_generation_options(chat)
@@ -369,7 +398,10 @@ def _parser() -> argparse.ArgumentParser:
     dump = sub.add_parser("dump", help="print the IR of the Qwen2 program after a stage",
                           description="Print the Qwen2 program after a stage: graph (Graph "
                           "IR as built), fused (after cse, fold-constants, dce, fuse), loop "
-                          "(Loop IR) or c (the generated C).")
+                          "(Loop IR), scheduled (the Loop IR with, after each kernel, the "
+                          "sched.schedule the default-schedule pass chose for it: "
+                          "'nc-opt -p apply-schedule' applies them) or c (the generated C, "
+                          "of the scheduled kernels).")
     dump.add_argument("--model", metavar="DIR",
                       help="snapshot directory (default: the Qwen2.5-0.5B architecture)")
     dump.add_argument("--stage", choices=["graph", "fused", "loop", "scheduled", "c"],
@@ -379,6 +411,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="build only the first N layers (default: all)")
     dump.add_argument("--last-only", action="store_true",
                       help="logits for the last position only")
+    dump.add_argument("--explain", action="store_true",
+                      help="with --stage scheduled: first, as // comments, each kernel's "
+                      "refused candidate schedules with the reason, and the one chosen")
     dump.set_defaults(func=_cmd_dump)
 
     synth = sub.add_parser("synth", help="write a deterministic synthetic Qwen2 snapshot",
@@ -398,14 +433,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a user's input can cause (the library's are all ValueErrors,
-    except a gcc failure)."""
+    except a gcc failure and memory a long prompt needs but cannot have)."""
     from nanocompile.backend.gcc import CompileError
 
-    return (UserError, ValueError, OSError, CompileError)
+    return (UserError, ValueError, OSError, CompileError, MemoryError)
 
 
 def _one_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines and isinstance(error, MemoryError):
+        return "out of memory"
     return lines[0] if lines else type(error).__name__
 
 

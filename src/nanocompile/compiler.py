@@ -1,18 +1,40 @@
-"""The compile driver: Graph IR -> optimized Graph IR -> Loop IR -> C -> library.
+"""The compile driver: it owns the stages, runs them in order and verifies each.
 
-Each stage is a function on ``ModuleOp`` objects (never text: parsing is the
-slow part of xDSL), verifies its result, and can be stopped after:
+    graph --graph passes--> fused --lower-graph-to-loop--> loop
+          --default-schedule--> scheduled --C target--> c --gcc, ctypes--> CompiledProgram
 
-    graph = build_qwen2(cfg)
-    fused = optimize_graph(graph)             # stage "fused": cse, fold, dce, fuse
-    loop_ir = lower_to_loop(fused)            # stage "loop"
-    c_source = emit_c(loop_ir)                # stage "c"
-    program = compile_program(graph, weights)  # all of it, cached by gcc
+The stages (``STAGES``), each a ``ModuleOp`` but the last:
 
-``compile_program(..., fuse=False)`` is the phase-2 baseline: one kernel per
-primitive; ``schedule=True`` adds phase 4's default schedules (so far: the
-matmul kernels run on the persistent thread pool). Fused, unfused and
-scheduled programs compute the same bits.
+* ``graph``: the Graph IR as the frontend built it;
+* ``fused``: after the graph passes ``cse, fold-constants, dce, fuse``
+  (``fuse=False``: the graph as it is, phase 2's one kernel per primitive);
+* ``loop``: the Loop IR (``lower-graph-to-loop``);
+* ``scheduled``: the Loop IR with, after each kernel, the ``sched.schedule``
+  the ``default-schedule`` pass chose for it (``schedule=False``: none);
+  ``nc-opt -p apply-schedule`` turns it into the scheduled kernels. Why
+  candidates were refused is in ``Pipeline.decisions``;
+* ``c``: the C of the scheduled kernels (``Pipeline.kernels``).
+
+There is one way to run them, ``Pipeline`` (``run_to`` for one stage in one
+call); everything that needs a stage's IR (``api.ir_text``, ``nanocompile
+dump``, ``tools/pipeline_doc.py``, ``compile_program``, bench) goes through
+it. Each stage runs once, on a copy of the stage before, and is verified
+(``verify`` and dominance) before anything reads it:
+
+    pipeline = Pipeline(build_qwen2(cfg))
+    loop_ir = pipeline.run_to("loop")           # a ModuleOp
+    c_source = pipeline.run_to("c")             # str: continues from "loop"
+    fused = run_to(graph, "fused")              # one stage in one call
+    program = compile_program(graph, weights)   # all of it, built by gcc (cached), loaded
+
+``CompileOptions`` says what the stages do; its defaults are the full
+compiler the CLI and the API run. ``compile_program(..., fuse=False)`` is the
+phase-2 baseline; ``schedule=True`` adds phase 4's default schedules (vector
+loops, packed weights, the thread pool; off by default there). Fused,
+unfused and scheduled programs compute the same bits. ``compile_loop`` builds
+a Loop-IR module as it is; ``optimize_graph``, ``lower_to_loop``,
+``schedule_loop`` and ``emit_c`` are the stage functions, for tests that want
+one stage of a module they built.
 """
 
 from __future__ import annotations
@@ -27,6 +49,15 @@ from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.backend.runtime import CompiledProgram
 from nanocompile.ir.checks import check_dominance
+from nanocompile.passes.default_schedule import (
+    HOST,
+    KernelSchedule,
+    arch_option,
+    attach_schedules,
+    check_arch_name,
+    explain,
+    schedule_kernels,
+)
 from nanocompile.passes.lower_graph_to_loop import LowerGraphToLoopPass
 from nanocompile.targets.arch import Arch
 from nanocompile.targets.c import CEmitter
@@ -37,12 +68,54 @@ GRAPH_PIPELINE = ("cse", "fold-constants", "dce", "fuse")
 
 @dataclass
 class CompileTimes:
-    """Seconds spent per stage of the last compile."""
+    """Seconds spent per step of the last compile: ``lower`` (the graph passes
+    and lower-graph-to-loop), ``schedule`` (default-schedule), ``emit`` (the C
+    target), ``gcc`` (0 on a cache hit), ``load`` (finding the library in the
+    cache, verifying and opening it, reading the program's signature) and
+    ``weights`` (binding the weights and packing the copies the schedules
+    asked for)."""
 
     lower: float = 0.0
+    schedule: float = 0.0
     emit: float = 0.0
     gcc: float = 0.0
+    load: float = 0.0
+    weights: float = 0.0
     cache_hit: bool = False
+
+    @property
+    def total(self) -> float:
+        return self.lower + self.schedule + self.emit + self.gcc + self.load + self.weights
+
+    def stages(self) -> dict[str, float]:
+        """The seconds by step, in pipeline order."""
+        return {"lower": self.lower, "schedule": self.schedule, "emit": self.emit,
+                "gcc": self.gcc, "load": self.load, "weights": self.weights}
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What the stages do: ``fuse`` (the graph passes; False: one kernel per
+    primitive), ``schedule`` (the default schedules; False: the loops as
+    lowered) and ``arch`` (default-schedule's option: ``host``, ``scalar``,
+    ``avx2``)."""
+
+    fuse: bool = True
+    schedule: bool = True
+    arch: str = HOST
+
+    def __post_init__(self) -> None:
+        check_arch_name(self.arch)
+
+
+# --------------------------------------------------------------------------
+# the stage functions
+
+
+def _verified(module: ModuleOp) -> ModuleOp:
+    module.verify()
+    check_dominance(module)
+    return module
 
 
 def optimize_graph(graph: ModuleOp, passes: tuple[str, ...] = GRAPH_PIPELINE) -> ModuleOp:
@@ -53,69 +126,165 @@ def optimize_graph(graph: ModuleOp, passes: tuple[str, ...] = GRAPH_PIPELINE) ->
     module = graph.clone()
     for name in passes:
         registry[name]()().apply(Context(), module)
-    module.verify()
-    check_dominance(module)
-    return module
+    return _verified(module)
 
 
 def lower_to_loop(graph: ModuleOp) -> ModuleOp:
     """A verified Loop-IR copy of ``graph`` (the input is left unchanged)."""
     module = graph.clone()
     LowerGraphToLoopPass().apply(Context(), module)
-    module.verify()
-    check_dominance(module)
-    return module
+    return _verified(module)
 
 
 def schedule_loop(loop_module: ModuleOp, arch: Arch | None = None
                   ) -> tuple[ModuleOp, list[str]]:
-    """A copy of ``loop_module`` with the default schedules applied (phase 4), and
-    why candidates were refused. Each kernel gets the first of its candidate
-    schedules whose preconditions hold (``schedule.defaults``), else stays as
-    it is. Schedules never change a result bit."""
-    from nanocompile.dialects import loop, sched
-    from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
-    from nanocompile.schedule.defaults import default_schedules
-    from nanocompile.schedule.pack import PackPlan
-    from nanocompile.schedule.primitives import ScheduleError
-
+    """A verified copy of ``loop_module`` after ``default-schedule`` (phase 4), and
+    why candidates were refused. ``arch=None``: the host's."""
     module = loop_module.clone()
-    fallbacks = []
-    for kernel in [op for op in module.ops if isinstance(op, loop.KernelOp)]:
-        for directives in default_schedules(kernel, arch):
-            schedule = sched.ScheduleOp.from_directives(kernel.sym_name.data, directives)
-            packs: list[PackPlan] = []
-            try:
-                scheduled = apply_directives(kernel, schedule, module, packs)
-            except ScheduleError as e:
-                fallbacks.append(str(e))
-                continue
-            replace_kernel(module, kernel, scheduled, packs)
-            break
-    module.verify()
-    return module, fallbacks
+    decisions = schedule_kernels(module, arch_option(HOST) if arch is None else arch)
+    return _verified(module), [reason for d in decisions for reason in d.refusals]
 
 
 def emit_c(loop_module: ModuleOp) -> str:
+    """The C of a Loop-IR module (the C target; the module is not changed)."""
     return CEmitter().emit_module(loop_module)
+
+
+# --------------------------------------------------------------------------
+# the driver
+
+
+class Pipeline:
+    """The stages of one compile of ``graph``, each run once, on demand, in order.
+
+    ``run_to(stage)`` runs the stages up to ``stage`` that have not run yet and
+    returns its result: a ``ModuleOp`` (do not change it: later stages copy
+    it), or the C text for ``"c"``. ``kernels`` is the scheduled Loop IR the C
+    is printed from, ``decisions`` what default-schedule tried per kernel, and
+    ``times`` how long each step took.
+    """
+
+    def __init__(self, graph: ModuleOp, options: CompileOptions | None = None,
+                 times: CompileTimes | None = None) -> None:
+        self.options = CompileOptions() if options is None else options
+        self.times = CompileTimes() if times is None else times
+        self.decisions: list[KernelSchedule] = []
+        # per stage, what the next stage starts from ("scheduled": the kernels)
+        self._results: dict[str, ModuleOp | str] = {"graph": _verified(graph)}
+        self._shown: ModuleOp | None = None  # the "scheduled" stage as run_to returns it
+
+    def run_to(self, stage: str) -> ModuleOp | str:
+        """The result of ``stage`` (one of ``STAGES``)."""
+        if stage not in STAGES:
+            raise ValueError(f"expected a stage among {', '.join(STAGES)}, got {stage!r}")
+        return self._with_schedules() if stage == "scheduled" else self._advance(stage)
+
+    def module(self, stage: str) -> ModuleOp:
+        """The IR after ``stage`` (any stage but "c")."""
+        result = self.run_to(stage)
+        if not isinstance(result, ModuleOp):
+            raise ValueError(f"expected a stage with IR ({', '.join(STAGES[:-1])}), "
+                             f"got {stage!r}")
+        return result
+
+    def text(self, stage: str) -> str:
+        """The result of ``stage`` as text (the IR printed, or the C)."""
+        return str(self.run_to(stage))
+
+    def explain(self) -> list[str]:
+        """What default-schedule decided, per kernel, as ``//`` comment lines: the
+        candidates refused (each as the ``sched.schedule`` it would have been)
+        with the reason, and the one chosen."""
+        self.run_to("scheduled")
+        return explain(self.decisions)
+
+    @property
+    def kernels(self) -> ModuleOp:
+        """The Loop IR with the schedules applied: what the C is printed from."""
+        kernels = self._advance("scheduled")
+        assert isinstance(kernels, ModuleOp)  # the "scheduled" step's result
+        return kernels
+
+    def _advance(self, stage: str) -> ModuleOp | str:
+        """Run the steps up to ``stage`` that have not run; its step's result."""
+        for name in STAGES[:STAGES.index(stage) + 1]:
+            if name not in self._results:
+                self._results[name] = self._run(name)
+        return self._results[stage]
+
+    def _run(self, stage: str) -> ModuleOp | str:
+        start = time.perf_counter()
+        if stage == "fused":
+            graph = self.module("graph")
+            result: ModuleOp | str = optimize_graph(graph) if self.options.fuse else graph
+            self.times.lower += time.perf_counter() - start
+        elif stage == "loop":
+            result = lower_to_loop(self.module("fused"))
+            self.times.lower += time.perf_counter() - start
+        elif stage == "scheduled":
+            result = self._schedule(self.module("loop"))
+            self.times.schedule += time.perf_counter() - start
+        else:
+            result = emit_c(self.kernels)
+            self.times.emit += time.perf_counter() - start
+        return result
+
+    def _schedule(self, loop_module: ModuleOp) -> ModuleOp:
+        """The kernels: a scheduled copy of the Loop IR (the Loop IR itself with
+        ``schedule=False``)."""
+        if not self.options.schedule:
+            return loop_module
+        kernels = loop_module.clone()
+        self.decisions = schedule_kernels(kernels, arch_option(self.options.arch))
+        return _verified(kernels)
+
+    def _with_schedules(self) -> ModuleOp:
+        """The "scheduled" stage as shown: the Loop IR with the chosen schedules
+        attached (built when asked for: compiling needs the kernels only)."""
+        kernels, lowered = self.kernels, self.module("loop")
+        if kernels is lowered:  # schedule=False: nothing to attach
+            return lowered
+        if self._shown is None:
+            shown = lowered.clone()
+            attach_schedules(shown, self.decisions)
+            self._shown = _verified(shown)
+        return self._shown
+
+
+def run_to(graph: ModuleOp, stage: str, options: CompileOptions | None = None
+           ) -> ModuleOp | str:
+    """``graph`` after ``stage`` (``Pipeline(graph, options).run_to(stage)``)."""
+    return Pipeline(graph, options).run_to(stage)
 
 
 def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
                     fuse: bool = True, schedule: bool = False, sanitize: bool | None = None,
                     times: CompileTimes | None = None) -> CompiledProgram:
-    """Optimize (unless ``fuse=False``), lower, schedule (with ``schedule=True``:
-    the matmuls on the thread pool), emit, build (or find in the cache) and load
-    ``graph``."""
-    t0 = time.perf_counter()
-    loop_module = lower_to_loop(optimize_graph(graph) if fuse else graph)
-    if schedule:
-        loop_module, _ = schedule_loop(loop_module)
-    t1 = time.perf_counter()
-    program = CompiledProgram(loop_module, weights, sanitize=sanitize)
-    t2 = time.perf_counter()
-    if times is not None:
-        times.lower = t1 - t0
-        times.gcc = program.library.compile_seconds
-        times.emit = (t2 - t1) - times.gcc
-        times.cache_hit = program.library.cache_hit
+    """Run every stage on ``graph`` (optimize unless ``fuse=False``; with
+    ``schedule=True``, the default schedules), build the C (or find it in the
+    cache), load it and bind ``weights``."""
+    pipeline = Pipeline(graph, CompileOptions(fuse=fuse, schedule=schedule), times)
+    source = pipeline.text("c")
+    return _load(pipeline.kernels, source, weights, sanitize, pipeline.times)
+
+
+def compile_loop(loop_module: ModuleOp, weights: Mapping[str, np.ndarray], *,
+                 sanitize: bool | None = None,
+                 times: CompileTimes | None = None) -> CompiledProgram:
+    """Emit a Loop-IR module as it is (scheduled or not: no pass runs), build it
+    (or find it in the cache), load it and bind ``weights``."""
+    times = CompileTimes() if times is None else times
+    start = time.perf_counter()
+    source = emit_c(_verified(loop_module))
+    times.emit += time.perf_counter() - start
+    return _load(loop_module, source, weights, sanitize, times)
+
+
+def _load(module: ModuleOp, source: str, weights: Mapping[str, np.ndarray],
+          sanitize: bool | None, times: CompileTimes) -> CompiledProgram:
+    program = CompiledProgram(module, source, weights, sanitize=sanitize)
+    times.gcc = program.library.compile_seconds
+    times.load = program.load_seconds
+    times.weights = program.weights_seconds
+    times.cache_hit = program.library.cache_hit
     return program

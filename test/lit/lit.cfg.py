@@ -33,3 +33,11 @@ config.substitutions.append(  # noqa: F821
 
 if shutil.which("gcc"):
     config.available_features.add("gcc")  # noqa: F821
+
+# The CPU's vector ISAs (Linux /proc/cpuinfo, as the compiler reads them): tests
+# that run AVX-512 code need avx512f (test/lit/targets/avx512/lit.local.cfg).
+from nanocompile.targets.arch import cpu_flags  # noqa: E402
+
+for flag in ("avx2", "avx512f"):
+    if flag in cpu_flags():
+        config.available_features.add(flag)  # noqa: F821

@@ -13,36 +13,22 @@ tokenizer files itself, so a changed tokenizer builder never meets a stale copy.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from nanocompile.checkpoint.synth import write_synthetic_snapshot
+from nanocompile.tokenizer.build import write_tokenizer_files
 
 SYNTH_SEED = 0
 CACHED_FILES = ("config.json", "generation_config.json", "model.safetensors")
-
-
-def tokenizer_builder_available() -> bool:
-    """True once ``nanocompile.tokenizer.build`` exists (snapshots then get tokenizer files)."""
-    return importlib.util.find_spec("nanocompile.tokenizer.build") is not None
-
-
-def _write_tokenizer(out_dir: Path) -> None:
-    if tokenizer_builder_available():
-        from nanocompile.tokenizer.build import write_tokenizer_files
-
-        write_tokenizer_files(out_dir)
 
 
 @pytest.fixture(scope="session")
 def tiny_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny synthetic snapshot (2 layers, hidden 64, real vocabulary), seed 0."""
     out = tmp_path_factory.mktemp("tiny-snapshot")
-    return write_synthetic_snapshot(
-        out, tiny=True, seed=SYNTH_SEED, tokenizer=tokenizer_builder_available()
-    )
+    return write_synthetic_snapshot(out, tiny=True, seed=SYNTH_SEED, tokenizer=True)
 
 
 @pytest.fixture(scope="session")
@@ -55,5 +41,5 @@ def full_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("full-snapshot")
     for name in CACHED_FILES:
         (out / name).symlink_to(weights / name)
-    _write_tokenizer(out)
+    write_tokenizer_files(out)
     return out

@@ -23,6 +23,7 @@ import pytest
 from nanocompile import api
 from nanocompile.analysis.work import count_work
 from nanocompile.api import Model, load
+from nanocompile.backend.runtime import CompiledBackend
 from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.compiler import lower_to_loop, optimize_graph
 from nanocompile.inference.engine import Engine
@@ -254,6 +255,35 @@ def test_chat_flag_of_generate_is_one_user_turn(interp_model: Model) -> None:
 # context and argument errors
 
 
+@pytest.mark.parametrize("ids", [[1.5], ["3"], [True], [np.float64(2.0)], [None], [7, "x"]],
+                         ids=repr)
+def test_generate_ids_takes_integers_only(interp_model: Model, ids: list[object]) -> None:
+    """Issue 14, point 9: ``int(i)`` accepted 1.5 (as 1) and "3" (as 3)."""
+    with pytest.raises(ValueError, match="token ids must be integers"):
+        interp_model.generate_ids(ids, max_tokens=1)  # type: ignore[arg-type]
+
+
+def test_generate_ids_takes_numpy_integers(interp_model: Model) -> None:
+    ids = interp_model.tokenizer.encode("Hello")
+    want = interp_model.generate_ids(ids, max_tokens=2)
+    assert interp_model.generate_ids(np.array(ids, np.int32), max_tokens=2).token_ids == (
+        want.token_ids)
+
+
+@pytest.mark.parametrize("threads", [-1, 257, 1000, True, 2.0])
+def test_set_threads_rejects_counts_outside_the_range(c_model: Model, threads: object) -> None:
+    """Issue 14, point 9: -1 and 1000 were silently ignored."""
+    backend = c_model.engine.backend
+    assert isinstance(backend, CompiledBackend)
+    before = backend.program.threads()
+    with pytest.raises(ValueError, match=re.escape("expected a thread count in 0..256 "
+                                                   "(0: the default)")):
+        backend.program.set_threads(threads)  # type: ignore[arg-type]
+    assert backend.program.threads() == before
+    assert backend.program.set_threads(1) == 1
+    backend.program.set_threads(0)  # the default again
+
+
 def test_prompt_longer_than_the_context(tiny_snapshot: Path) -> None:
     model = load(tiny_snapshot, backend="interpreter", context=8)
     with pytest.raises(ContextLengthError, match="prompt has 8 tokens but the context holds 8"):
@@ -340,6 +370,9 @@ def test_compile_report(c_model: Model, tiny_snapshot: Path) -> None:
     assert report["bytes_per_decode_step"] == work.bytes_moved.evaluate({"past": 0, "seq": 1})
     assert Path(report["library"]).is_file()
     assert report["compile_seconds"] > 0
+    stages = report["compile_stages"]
+    assert list(stages) == ["lower", "schedule", "emit", "gcc", "load", "weights"]
+    assert report["compile_seconds"] == pytest.approx(sum(stages.values()))
     assert isinstance(report["cache_hit"], bool)
     again = load(tiny_snapshot, backend="c").compile_report()
     assert again["cache_hit"] is True

@@ -98,6 +98,85 @@ def test_chat_multi_turn_from_stdin(env: dict[str, str], tiny_snapshot: Path) ->
     assert f"prefill {second.prompt_tokens} tokens" in closing[1]
 
 
+def _run_bytes(env: dict[str, str], *args: str | bytes | Path,
+               stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "nanocompile.cli", *args], input=stdin,
+                          capture_output=True, env=env, timeout=600)
+
+
+NOT_UTF8 = ("nanocompile: note: {what} is not valid UTF-8: {n} undecodable byte{s} replaced "
+            "by U+FFFD")
+
+
+@pytest.mark.parametrize("locale_errors", ["surrogateescape", "strict"])
+def test_text_that_is_not_utf8_is_replaced_and_said(env: dict[str, str], tiny_snapshot: Path,
+                                                    locale_errors: str) -> None:
+    """Issue 14, point 4: bytes that are not UTF-8 in the prompt, in --system and on
+    chat's stdin become U+FFFD (one per byte), with one line on stderr saying so;
+    whatever the locale makes of stdin (PYTHONIOENCODING=utf-8:strict)."""
+    child = {**env, "PYTHONIOENCODING": f"utf-8:{locale_errors}"}
+    model = load(tiny_snapshot, backend="interpreter")
+    proc = _run_bytes(child, "generate", b"caf\xe9 \xff", "--model", tiny_snapshot,
+                      "--greedy", "--max-tokens", "3", "--backend", "interpreter")
+    assert proc.returncode == 0, proc.stderr.decode()
+    stderr = proc.stderr.decode()
+    assert "Traceback" not in stderr
+    assert NOT_UTF8.format(what="PROMPT", n=2, s="s") in stderr.splitlines()
+    want = model.generate("caf\ufffd \ufffd", max_tokens=3)
+    assert proc.stdout.decode() == want.text + "\n"
+
+    proc = _run_bytes(child, "chat", "--system", b"\xfe brief", "--model", tiny_snapshot,
+                      "--greedy", "--max-tokens", "3", "--backend", "interpreter",
+                      stdin=b"hello \xff\n")
+    assert proc.returncode == 0, proc.stderr.decode()
+    lines = proc.stderr.decode().splitlines()
+    assert NOT_UTF8.format(what="--system", n=1, s="") in lines
+    assert NOT_UTF8.format(what="line 1 of stdin", n=1, s="") in lines
+    messages = [{"role": "system", "content": "\ufffd brief"},
+                {"role": "user", "content": "hello \ufffd"}]
+    assert proc.stdout.decode() == model.chat(messages, max_tokens=3).text + "\n"
+
+
+def test_api_rejects_lone_surrogates(tiny_snapshot: Path) -> None:
+    model = load(tiny_snapshot, backend="interpreter")
+    with pytest.raises(ValueError, match="lone surrogate U\\+DCFF"):
+        model.generate("\udcff")
+    with pytest.raises(ValueError, match="lone surrogate U\\+DCFF"):
+        model.chat([{"role": "user", "content": "x\udcff"}])
+
+
+def test_sanitize_without_the_asan_runtime_is_one_line(env: dict[str, str],
+                                                      tiny_snapshot: Path) -> None:
+    """Issue 14, point 9: NANOCOMPILE_SANITIZE=1 in a process without libasan
+    preloaded ended in a SanitizerError traceback."""
+    child = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    proc = run({**child, "NANOCOMPILE_SANITIZE": "1"}, "generate", "hi", "--model",
+               tiny_snapshot, "--max-tokens", "1", check=False)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("nanocompile: error: NANOCOMPILE_SANITIZE=1"), proc.stderr
+    assert "LD_PRELOAD" in last
+
+
+def test_model_defaults_from_a_fifo_do_not_hang(env: dict[str, str], tiny_snapshot: Path,
+                                                tmp_path: Path) -> None:
+    """Issue 14, point 9: --model-defaults blocked forever reading a FIFO."""
+    model = tmp_path / "fifo-model"
+    model.mkdir()
+    for f in tiny_snapshot.iterdir():
+        if f.name != "generation_config.json":
+            (model / f.name).symlink_to(f)
+    os.mkfifo(model / "generation_config.json")
+    proc = run(env, "generate", "hi", "--model", model, "--model-defaults",
+               "--backend", "interpreter", check=False)  # run() times out after 600 s
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("nanocompile: error: ")
+    assert "generation_config.json: not readable JSON (not a regular file (a FIFO))" in lines[0]
+
+
 # --------------------------------------------------------------------------
 # compile, perplexity, dump, synth
 
@@ -114,7 +193,8 @@ def test_compile_reports_work_and_cache(env: dict[str, str], tiny_snapshot: Path
     assert library
     assert Path(library.group(1)).is_file()
     assert Path(library.group(1)).is_relative_to(env["NANOCOMPILE_CACHE_DIR"])
-    assert re.search(r"cache (hit|miss)\)$", out, re.M)
+    assert re.search(r"^compile time +[\d.]+ s \(lower [\d.]+, schedule [\d.]+, emit [\d.]+, "
+                     r"gcc [\d.]+, load [\d.]+, weights [\d.]+; cache (hit|miss)\)$", out, re.M)
 
 
 def test_dump_stages(env: dict[str, str], tiny_snapshot: Path) -> None:
@@ -230,6 +310,10 @@ USER_ERRORS = {
                                 "invalid float value"),
     "bad repetition penalty": (["chat", "--model", "{tiny}", "--repetition-penalty", "0"],
                                "repetition_penalty must be"),
+    "temperature beyond f32": (["generate", "hi", "--model", "{tiny}", "--temperature", "1e39"],
+                               "temperature must be at most 3.4028235e+38 (finite in f32)"),
+    "repetition penalty 0 in f32": (["chat", "--model", "{tiny}", "--repetition-penalty",
+                                     "1e-50"], "repetition_penalty must be finite and > 0 in f32"),
     "missing perplexity file": (["perplexity", "{tmp}/none.txt", "--model", "{tiny}"],
                                 "no such file"),
     "perplexity file not UTF-8": (["perplexity", "{latin1}", "--model", "{tiny}"],

@@ -115,8 +115,11 @@ class CacheError(RuntimeError):
     """A cache entry that verified is not the library it claims to be."""
 
 
-class SanitizerError(RuntimeError):
-    """The sanitizer runtime is missing: not installed, or not preloaded into this process."""
+class SanitizerError(ValueError):
+    """The sanitizer runtime is missing: not installed, or not preloaded into this process.
+
+    A ValueError, as a user error: the environment asked for sanitizer mode
+    (``NANOCOMPILE_SANITIZE=1``) in a process that cannot have it."""
 
 
 def default_cache_dir() -> Path:
@@ -217,8 +220,10 @@ class CompiledLibrary:
         """Open the library with ctypes, rebuilding it first if its bytes no longer verify."""
         if self.sanitize and not asan_runtime_loaded():
             raise SanitizerError(
-                "a sanitized library needs the ASan runtime preloaded: run python with "
-                "nanocompile.backend.gcc.sanitizer_env() (LD_PRELOAD of libasan)"
+                "NANOCOMPILE_SANITIZE=1 (or sanitize=True) needs the ASan runtime preloaded: "
+                "run with LD_PRELOAD=$(gcc -print-file-name=libasan.so) "
+                "ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc, as "
+                "nanocompile.backend.gcc.sanitizer_env() gives"
             )
         entry = _Entry(self.path.parent.parent, self.key)
         if not entry.verified():

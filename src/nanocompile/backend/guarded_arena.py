@@ -28,9 +28,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.ir import SSAValue
 
 from nanocompile.backend.arena import ArenaPlan, Buffer, check_plan
 from nanocompile.backend.runtime import CompiledProgram, temp_buffers
+from nanocompile.dialects import loop
 
 ALIGNMENT = 64  # the runtime's arena alignment (backend.arena.plan_arena's default)
 GUARD_BYTES = 256  # guard band before and after every temporary
@@ -59,11 +61,13 @@ class Violation:
 def _temp_users(program: CompiledProgram) -> list[tuple[str, ...]]:
     """For each temporary (``temp_buffers`` order), the kernels launched on a view of it."""
     temps = [b for b in program.program.buffers() if b.kind.data == "temp"]
-    index = {b.result: i for i, b in enumerate(temps)}
+    index: dict[SSAValue, int] = {b.result: i for i, b in enumerate(temps)}
     users: list[dict[str, None]] = [{} for _ in temps]
     for launch in program.program.launches():
         for view in launch.views:
-            i = index.get(view.owner.source)  # type: ignore[union-attr]
+            owner = view.owner
+            assert isinstance(owner, loop.ViewOp)
+            i = index.get(owner.source)
             if i is not None:
                 users[i][launch.kernel_name] = None
     return [tuple(u) for u in users]
@@ -97,8 +101,8 @@ class GuardedArena:
         self.runs = 0
         # Instance attributes shadow CompiledProgram.plan and .new_output: _call asks
         # them for the plan and for every output array.
-        program.plan = self._plan  # type: ignore[method-assign]
-        program.new_output = self._new_output  # type: ignore[method-assign]
+        program.plan = self._plan  # type: ignore[method-assign]  # instance override
+        program.new_output = self._new_output  # type: ignore[method-assign]  # instance override
         self._outputs: list[tuple[str, np.ndarray, np.ndarray, int]] = []
 
     def sizes(self, bindings: Mapping[str, int]) -> list[int]:

@@ -1,36 +1,47 @@
 """The ctypes runtime: run a compiled ``loop.program`` on NumPy arrays.
 
-``CompiledProgram`` emits the module as C, compiles it (cached), binds the
-weights once, and on each ``run``:
+``CompiledProgram`` gets a Loop-IR module and the C the driver printed for it
+(``nanocompile.compiler``: the backend knows no target), compiles the C
+(cached), binds the weights once, and on each ``run``:
 
 1. checks the inputs with the same checker as the interpreter (names,
    dtypes, shapes, symbol bindings) plus C-contiguity, so no bad array ever
    reaches C;
 2. allocates the outputs and places every temporary in one arena, planned by
-   liveness (``backend.arena``) at the symbol values rounded up to a power of
-   two, so one plan serves many steps (every temporary's size only grows
-   with the symbols);
+   liveness (``backend.arena``) at the symbol values rounded up to three
+   significant bits (``plan_value``: at most 25 % over the need per symbol,
+   and one plan serves many steps, since every temporary's size only grows
+   with the symbols); memory that cannot be had is an ``OutOfMemoryError``
+   saying how much was asked for;
 3. calls the program's entry once and maps a non-zero return (a failed
    ``loop.check``) to ``KernelError`` naming the kernel and the check.
+
+Threads: one program has one arena, so calls from several threads take turns
+(a lock per program, held from planning to the return of the C entry; the
+checks and output allocation run outside it). The results are those of the
+same calls made one after another.
 """
 
 from __future__ import annotations
 
 import ctypes
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
 
 from nanocompile.backend.arena import ArenaPlan, Buffer, plan_arena
 from nanocompile.backend.gcc import CompiledLibrary, compile_library
+from nanocompile.backend.pool import MAX_THREADS
 from nanocompile.dialects import loop
 from nanocompile.dialects.graph.signature import ArgumentError, Signature, check_value
 from nanocompile.ir.dtypes import ITEMSIZE
 from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr, product
-from nanocompile.targets.c import CEmitter
 
 
 class KernelError(RuntimeError):
@@ -60,8 +71,9 @@ def program_signature(program: loop.ProgramOp) -> Signature:
     def spec(buf: loop.BufferOp) -> TensorSpec:
         return TensorSpec(buf.result.type.dtype.data, buf.result.type.dims)
 
-    named = {k: [(b.buffer_name.data, spec(b)) for b in program.buffers()  # type: ignore[union-attr]
-                 if b.kind.data == k] for k in ("input", "weight", "output")}
+    named = {k: [(b.buffer_name.data, spec(b)) for b in program.buffers()
+                 if b.kind.data == k and b.buffer_name is not None]
+             for k in ("input", "weight", "output")}
     out_order = program.output_op().names
     outputs = dict(named["output"])
     return Signature(program.sym_name.data, tuple(named["input"]), tuple(named["weight"]),
@@ -71,7 +83,7 @@ def program_signature(program: loop.ProgramOp) -> Signature:
 def temp_buffers(program: loop.ProgramOp) -> list[TempBuffer]:
     """Every temporary with its byte size and the launches that touch it."""
     temps = [b for b in program.buffers() if b.kind.data == "temp"]
-    index = {b.result: i for i, b in enumerate(temps)}
+    index: dict[SSAValue, int] = {b.result: i for i, b in enumerate(temps)}
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for step, launch in enumerate(program.launches()):
@@ -90,18 +102,56 @@ def temp_buffers(program: loop.ProgramOp) -> list[TempBuffer]:
     return out
 
 
-def _round_up_pow2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+def plan_value(n: int) -> int:
+    """``n`` rounded up to three significant bits (8, 9, ..., 15, 16, 18, ..., 28, 32,
+    36, ...): a plan for the rounded value serves every value up to it, at most
+    25 % above the need (the power of two it replaced could double a linear term
+    and quadruple the attention scores' quadratic one)."""
+    if n <= 8:
+        return max(n, 0)
+    step = 1 << (n.bit_length() - 3)
+    return -(-n // step) * step
+
+
+class OutOfMemoryError(MemoryError):
+    """An allocation the run needs could not be had; the message says how much."""
+
+
+def allocate(what: str, shape: list[int] | int, dtype: np.dtype | type, *,
+             zero: bool = False) -> np.ndarray:
+    """``np.empty`` (or ``np.zeros``), with a MemoryError turned into one line that
+    says what was being allocated and how many bytes it needed."""
+    try:
+        return np.zeros(shape, dtype) if zero else np.empty(shape, dtype)
+    except (MemoryError, ValueError) as e:
+        count = int(np.prod(shape, dtype=np.float64)) if not isinstance(shape, int) else shape
+        size = count * np.dtype(dtype).itemsize
+        raise OutOfMemoryError(f"out of memory: {what} needs {format_bytes(size)}") from e
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
 
 
 class CompiledProgram:
-    """A ``loop.program`` compiled to a shared library, with its weights bound."""
+    """A ``loop.program`` compiled to a shared library, with its weights bound.
 
-    def __init__(self, module: ModuleOp, weights: Mapping[str, np.ndarray], *,
+    ``source`` is the C of ``module`` (the compile driver prints it). Besides
+    gcc's time (``library.compile_seconds``) the constructor records
+    ``weights_seconds`` (binding the weights and packing the copies
+    ``sched.pack`` asked for) and ``load_seconds`` (the rest: finding the
+    library in the cache, verifying and opening it, reading the program)."""
+
+    def __init__(self, module: ModuleOp, source: str, weights: Mapping[str, np.ndarray], *,
                  name: str | None = None, sanitize: bool | None = None) -> None:
+        start = time.perf_counter()
         self.program = find_program(module, name)
         self.signature = program_signature(self.program)
-        self.source = CEmitter().emit_module(module)
+        self.source = source
         self.library: CompiledLibrary = compile_library(self.source, sanitize=sanitize)
         self._lib = self.library.load()
         entry = getattr(self._lib, f"nc_run_{self.program.sym_name.data}")
@@ -117,10 +167,13 @@ class CompiledProgram:
         self._monotone = all(t.size.provably_nonnegative() for t in self._temps)
         self._plans: dict[tuple[int, ...], ArenaPlan] = {}
         self._arena = np.zeros(0, np.uint8)
+        self._lock = threading.Lock()  # one arena: calls from several threads take turns
         self._checks = _check_messages(module)
         self._requirements = self.program.requirements()
+        weights_start = time.perf_counter()
         self._weights = self._bind_weights(weights)
         self._packed = self._pack_weights()
+        self.weights_seconds = time.perf_counter() - weights_start
         self._io_order = [(b.kind.data, b.buffer_name.data if b.tile is None
                            else (b.buffer_name.data, b.tile.data))
                           for b in self.program.buffers() if b.buffer_name is not None]
@@ -129,13 +182,16 @@ class CompiledProgram:
         # and fills in its inputs and outputs.
         self._io_array = (ctypes.c_void_p * max(1, len(self._io_order)))()
         self._per_call: list[tuple[int, str, str]] = []
-        bound = {"weight": self._weights, "packed": self._packed}
         for slot, (kind, bname) in enumerate(self._io_order):
-            if kind in bound:
-                self._io_array[slot] = bound[kind][bname].ctypes.data  # type: ignore[index]
+            if isinstance(bname, tuple):  # a packed weight, by (name, tile)
+                self._io_array[slot] = self._packed[bname].ctypes.data
+            elif kind == "weight":
+                self._io_array[slot] = self._weights[bname].ctypes.data
             else:
-                self._per_call.append((slot, kind, bname))  # type: ignore[arg-type]
+                self._per_call.append((slot, kind, bname))
         self.calls = 0
+        self.load_seconds = (time.perf_counter() - start - self.weights_seconds
+                             - self.library.compile_seconds)
 
     def _bind_weights(self, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         bound = {}
@@ -167,12 +223,17 @@ class CompiledProgram:
     def set_threads(self, n: int) -> int:
         """Threads of this library's pool (1..256; 0: the default). A program
         without parallel loops has no pool and always runs on one thread."""
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 0 <= n <= MAX_THREADS:
+            raise ValueError(f"expected a thread count in 0..{MAX_THREADS} (0: the default), "
+                             f"got {n!r}")
+        n = int(n)
         setter = getattr(self._lib, "nc_pool_set_threads", None)
         if setter is None:
             return 1
         setter.argtypes = [ctypes.c_int32]
         setter.restype = ctypes.c_int32
-        setter(n)
+        with self._lock:  # never restart the pool under a running call
+            setter(n)
         return self.threads()
 
     def threads(self) -> int:
@@ -189,7 +250,7 @@ class CompiledProgram:
     def plan(self, bindings: Mapping[str, int]) -> ArenaPlan:
         """The arena plan used for these symbol values."""
         if self._monotone:
-            key = tuple(_round_up_pow2(bindings[s]) for s in self._symbols)
+            key = tuple(plan_value(bindings[s]) for s in self._symbols)
         else:
             key = tuple(bindings[s] for s in self._symbols)
         plan = self._plans.get(key)
@@ -202,7 +263,7 @@ class CompiledProgram:
 
     def new_output(self, name: str, shape: list[int], dtype: np.dtype) -> np.ndarray:
         """The array output ``name`` is written into (a test may guard it)."""
-        return np.empty(shape, dtype=dtype)
+        return allocate(f"output '{name}' {shape}", shape, dtype)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self._call(inputs, None)
@@ -225,15 +286,23 @@ class CompiledProgram:
         outputs = {oname: self.new_output(oname, [d.evaluate(bindings) for d in spec.shape],
                                           _np(spec.dtype))
                    for oname, spec in self.signature.outputs}
+        with self._lock:
+            return self._run_locked(inputs, outputs, bindings, ns)
+
+    def _run_locked(self, inputs: Mapping[str, np.ndarray], outputs: dict[str, np.ndarray],
+                    bindings: Mapping[str, int], ns: np.ndarray | None
+                    ) -> dict[str, np.ndarray]:
         plan = self.plan(bindings)
         if self._arena.size < plan.size + 64:
-            self._arena = np.zeros(plan.size + 64, np.uint8)
+            self._arena = np.zeros(0, np.uint8)  # free the old arena before the new one
+            self._arena = allocate(f"the arena of @{self.signature.name}'s temporaries",
+                                   plan.size + 64, np.uint8, zero=True)
         base = self._arena.ctypes.data
         arena_ptr = base + (-base % 64)
         io_array = type(self._io_array).from_buffer_copy(self._io_array)  # weights: set once
         for slot, kind, bname in self._per_call:
             source = inputs if kind == "input" else outputs
-            io_array[slot] = source[bname].ctypes.data  # type: ignore[index]
+            io_array[slot] = source[bname].ctypes.data
         syms = (ctypes.c_int64 * max(1, len(self._symbols)))(
             *[bindings[s] for s in self._symbols])
         offsets = (ctypes.c_int64 * max(1, len(plan.offsets)))(*plan.offsets)

@@ -8,11 +8,12 @@ the file.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from nanocompile.checkpoint.jsonfile import JSONFileError, read_json
 
 ARCHITECTURE = "Qwen2ForCausalLM"
 TORCH_DTYPES = ("bfloat16", "float16", "float32")
@@ -103,13 +104,9 @@ class Qwen2Config:
         """Read and validate ``config.json`` at ``path``."""
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            data = read_json(path)
+        except JSONFileError as exc:
             raise ConfigError(f"{path}: cannot read config ({exc})") from None
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"{path}: not valid JSON ({exc})") from None
         return cls.from_dict(data, source=str(path))
 
     @classmethod

@@ -27,6 +27,8 @@ from typing import BinaryIO
 
 import numpy as np
 
+from nanocompile.checkpoint.jsonfile import JSONFileError, parse_json
+
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 METADATA_KEY = "__metadata__"
 
@@ -189,12 +191,9 @@ def parse_header(
 ) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """Validate a header's bytes against a data section of ``data_len`` bytes."""
     try:
-        text = header.decode("utf-8")
-        obj = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
-    except (UnicodeDecodeError, ValueError) as exc:
+        obj = parse_json(header, object_pairs_hook=_reject_duplicate_keys)
+    except JSONFileError as exc:
         raise _fail(path, f"header is not valid UTF-8 JSON ({exc})") from None
-    except RecursionError:
-        raise _fail(path, "header JSON is nested too deeply") from None
     if not isinstance(obj, dict):
         raise _fail(path, f"header must be a JSON object, got {type(obj).__name__}")
     metadata = _parse_metadata(path, obj.pop(METADATA_KEY, {}))

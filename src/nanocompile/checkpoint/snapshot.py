@@ -9,7 +9,6 @@ mapped files. The same code opens the real checkpoint and the synthetic one.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import time
@@ -19,6 +18,7 @@ from types import TracebackType
 import numpy as np
 
 from nanocompile.checkpoint.config import ConfigError, Qwen2Config
+from nanocompile.checkpoint.jsonfile import JSONFileError, read_json
 from nanocompile.checkpoint.safetensors import (
     EXACT_F32_DTYPES,
     SafetensorsError,
@@ -72,8 +72,8 @@ def _read_index(directory: Path) -> dict[str, str]:
     """The ``weight_map`` of a sharded snapshot, validated."""
     path = directory / INDEX_NAME
     try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        index = read_json(path)
+    except JSONFileError as exc:
         raise SnapshotError(f"{path}: cannot read index ({exc})") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:

@@ -43,7 +43,7 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     UnitAttr,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -56,6 +56,8 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, NoTerminator
 from xdsl.utils.exceptions import VerifyException
+
+from nanocompile.ir.checks import OpVerifyException
 
 VECTOR_WIDTHS = (4, 8, 16)
 """f32 lanes of SSE, AVX2 and AVX-512 registers."""
@@ -73,9 +75,15 @@ def _check_loop_name(op: IRDLOperation, name: str) -> None:
                               f"and '_' (not starting with a digit), got {name!r}")
 
 
-def _culprit(error: VerifyException, op: IRDLOperation) -> VerifyException:
-    error.op = op  # type: ignore[attr-defined]  # lets nc-opt point at the directive
-    return error
+def _culprit(error: VerifyException, op: Operation) -> OpVerifyException:
+    """``error`` blaming ``op``, so nc-opt points at the directive; an error that
+    already blames an op keeps it."""
+    if isinstance(error, OpVerifyException):
+        return error
+    blamed = OpVerifyException(str(error), op)
+    for note in getattr(error, "__notes__", ()):
+        blamed.add_note(note)
+    return blamed
 
 
 # --------------------------------------------------------------------------
@@ -165,7 +173,7 @@ def _verify_directive(op: DirectiveOp) -> None:
     try:
         op.verify(verify_nested_ops=False)
     except VerifyException as e:
-        raise _culprit(e, getattr(e, "op", op)) from None
+        raise _culprit(e, op) from None
 
 
 def _check_not_split_away(where: str, op: DirectiveOp,
@@ -312,7 +320,7 @@ class UnrollOp(_LoopDirectiveOp):
     assembly_format = "$loop (`by` $factor^)? attr-dict"
 
     def __init__(self, loop: str, factor: int | None = None) -> None:
-        props = {"loop": StringAttr(loop)}
+        props: dict[str, Attribute] = {"loop": StringAttr(loop)}
         if factor is not None:
             props["factor"] = _i64(factor)
         super().__init__(properties=props)

@@ -26,6 +26,7 @@ from nanocompile.ir.shapes import ShapeError, shape_text
 from nanocompile.ir.symbolic import Expr, ExprLike
 
 Scalar = int | float | bool
+_BinaryOpClass = type[g.BinaryOp]  # spelled here: inside Tensor, ``type`` is its property
 
 
 class GraphBuilder:
@@ -141,7 +142,7 @@ class Tensor:
         return self.builder.add(g.SliceOp(self.value, axis, start, stop))
 
     # -- elementwise ------------------------------------------------------------
-    def _binary(self, op: type[g.BinaryOp], other: Tensor | Scalar, swap: bool = False) -> Tensor:
+    def _binary(self, op: _BinaryOpClass, other: Tensor | Scalar, swap: bool = False) -> Tensor:
         a, b = broadcast_all(self, other)
         if swap:
             a, b = b, a
@@ -171,10 +172,10 @@ class Tensor:
     def __rtruediv__(self, other: Scalar) -> Tensor:
         return self._binary(g.DivOp, other, swap=True)
 
-    def __le__(self, other: Tensor | Scalar) -> Tensor:  # type: ignore[override]
+    def __le__(self, other: Tensor | Scalar) -> Tensor:
         return self._binary(g.LessEqualOp, other)
 
-    def __ge__(self, other: Tensor | Scalar) -> Tensor:  # type: ignore[override]
+    def __ge__(self, other: Tensor | Scalar) -> Tensor:
         """``x >= y`` is ``less_equal(y, x)``."""
         return self._binary(g.LessEqualOp, other, swap=True)
 

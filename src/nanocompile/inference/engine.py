@@ -10,11 +10,12 @@ graph's new ``keys``/``values`` are appended after each call.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from nanocompile.backend.runtime import allocate
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
 
@@ -59,10 +60,11 @@ class KVCache:
     length: int = 0
 
     @staticmethod
-    def empty(cfg: Qwen2Config, capacity: int, layers: int | None = None) -> KVCache:
-        n = cfg.num_hidden_layers if layers is None else layers
-        shape = (n, cfg.num_key_value_heads, capacity, cfg.head_dim)
-        return KVCache(np.zeros(shape, np.float32), np.zeros(shape, np.float32))
+    def empty(cfg: Qwen2Config, capacity: int) -> KVCache:
+        shape = [cfg.num_hidden_layers, cfg.num_key_value_heads, capacity, cfg.head_dim]
+        what = f"a KV cache of {capacity} tokens (keys and values each)"
+        return KVCache(allocate(what, shape, np.float32, zero=True),
+                       allocate(what, shape, np.float32, zero=True))
 
     @property
     def capacity(self) -> int:
@@ -91,11 +93,20 @@ class Engine:
 
     config: Qwen2Config
     backend: Backend
-    layers: int | None = None
-    timings: list[float] = field(default_factory=list)
+    # The most tokens one step takes: a longer input runs as consecutive cached
+    # steps of at most this many tokens (a long prompt's attention temporaries grow
+    # with the square of the step). Each row's logits and keys are the same bits
+    # either way in the C backend (a row's sums see the same terms in the same
+    # order; the masked keys a one-step prefill adds contribute exact zeros);
+    # None: one step, however long.
+    chunk: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.chunk is not None and self.chunk < 2:
+            raise ValueError(f"chunk must be at least 2 tokens, got {self.chunk}")
 
     def new_cache(self, capacity: int) -> KVCache:
-        return KVCache.empty(self.config, capacity, self.layers)
+        return KVCache.empty(self.config, capacity)
 
     def forward(self, token_ids: Sequence[int] | np.ndarray,
                 cache: KVCache | None = None) -> np.ndarray:
@@ -109,6 +120,21 @@ class Engine:
                 f"KV cache full: {cache.length} + {len(ids)} tokens exceed its capacity "
                 f"{cache.capacity}"
             )
+        if self.chunk is None or len(ids) <= self.chunk:
+            return self._step(ids, cache)
+        first = self._step(ids[:self.chunk], cache)
+        if first.shape[0] == 1:  # a last-only graph: only the final step's row counts
+            for start in range(self.chunk, len(ids), self.chunk):
+                first = self._step(ids[start:start + self.chunk], cache)
+            return first
+        logits = allocate(f"the logits of {len(ids)} tokens", [len(ids), first.shape[1]],
+                          first.dtype)
+        logits[:self.chunk] = first
+        for start in range(self.chunk, len(ids), self.chunk):
+            logits[start:start + self.chunk] = self._step(ids[start:start + self.chunk], cache)
+        return logits
+
+    def _step(self, ids: np.ndarray, cache: KVCache) -> np.ndarray:
         past_keys, past_values = cache.past()
         out = self.backend.run({"token_ids": ids, "past_keys": past_keys,
                                 "past_values": past_values})

@@ -26,13 +26,16 @@ but is applied only when asked for.
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from nanocompile.checkpoint.jsonfile import JSONFileError, read_json
 
 # What transformers uses for a generation_config.json key that is absent
 # (``GenerationConfig._get_default_generation_params``).
@@ -94,8 +97,11 @@ def _check_temperature(t: float) -> None:
         raise ValueError(f"temperature must be >= 0, got {t}")
     if math.isinf(t):
         raise ValueError(f"temperature must be finite, got {t}")
-    if t > 0 and np.float32(t) == 0:
+    if t > 0 and _f32(t) == 0:
         raise ValueError(f"temperature {t} is 0 in f32; use 0 for greedy")
+    if math.isinf(_f32(t)):  # the logits are divided by f32(T)
+        raise ValueError(f"temperature must be at most {np.finfo(np.float32).max:.8g} "
+                         f"(finite in f32), got {t}")
 
 
 def _check_top_k(k: int) -> None:
@@ -117,6 +123,14 @@ def _check_penalty(penalty: float) -> None:
         raise ValueError(f"repetition_penalty must be a number, got {penalty!r}")
     if not 0 < penalty < math.inf:
         raise ValueError(f"repetition_penalty must be finite and > 0, got {penalty}")
+    if not 0 < _f32(penalty) < math.inf:  # logits are multiplied or divided by f32(penalty)
+        raise ValueError(f"repetition_penalty must be finite and > 0 in f32, got {penalty}")
+
+
+def _f32(value: float) -> float:
+    """``value`` rounded to f32 (inf beyond its range, without NumPy's warning)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
 
 
 def _as_row(logits: np.ndarray) -> np.ndarray:
@@ -289,15 +303,15 @@ def from_generation_config(
     file = Path(path)
     if file.is_dir():
         file = file / "generation_config.json"
+    if not os.path.lexists(file):
+        raise GenerationConfigError(f"{file}: no such file")
     try:
-        raw = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GenerationConfigError(f"{file}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = read_json(file)  # a regular file only: a FIFO would block forever
+    except JSONFileError as exc:
         raise GenerationConfigError(f"{file}: not readable JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise GenerationConfigError(f"{file}: expected a JSON object")
-    value = {key: raw.get(key) for key in _HF_DEFAULTS}
+    value: dict[str, Any] = {key: raw.get(key) for key in _HF_DEFAULTS}  # SamplingParams checks
     value = {key: _HF_DEFAULTS[key] if v is None else v for key, v in value.items()}
     if not isinstance(value["do_sample"], bool):
         raise GenerationConfigError(f"{file}: do_sample must be true or false")

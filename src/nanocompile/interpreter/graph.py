@@ -75,7 +75,7 @@ def _reduce_max(op: g.ReduceMaxOp, args: list[np.ndarray], b: Bindings) -> np.nd
 
 def _cast(op: g.CastOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
     (x,) = args
-    src, dst = op.operand.type.dtype.data, op.result.type.dtype.data
+    src, dst = g.tensor_type(op.operand).dtype.data, op.result.type.dtype.data
     if src == "bf16":
         return bf16_bits_to_f32(x)
     if dst == "bool":
@@ -85,7 +85,7 @@ def _cast(op: g.CastOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
 
 
 def _shape_of(op: Operation, b: Bindings) -> list[int]:
-    return [d.evaluate(b) for d in op.results[0].type.dims]
+    return [d.evaluate(b) for d in g.tensor_type(op.results[0]).dims]
 
 
 KERNELS: dict[type[Operation], Kernel] = {
@@ -149,7 +149,7 @@ def run_graph(module: ModuleOp | g.GraphFuncOp, inputs: Mapping[str, np.ndarray]
 def _evaluate(op: Operation, values: dict[SSAValue, np.ndarray],
               inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
               bindings: Bindings) -> np.ndarray:
-    spec = op.results[0].type.spec
+    spec = g.tensor_spec(op.results[0])
     if isinstance(op, g.InputOp):
         return inputs[op.arg_name.data]
     if isinstance(op, g.WeightOp):

@@ -4,13 +4,24 @@
 defines it, in the same block, parses and verifies. ``check_dominance`` walks
 every block in order and rejects any use of a value that is not yet visible
 (defined earlier in the block, an argument of an enclosing block, or defined
-earlier in an enclosing block).
+earlier in an enclosing block). ``OpVerifyException`` is a verifier error
+that names the op to blame.
 """
 
 from __future__ import annotations
 
 from xdsl.dialects.builtin import FileLineColLoc
 from xdsl.ir import Block, Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+
+class OpVerifyException(VerifyException):
+    """A verifier failure that names the op to blame (a nested op, a directive),
+    so that nc-opt points at that op's source line rather than its parent's."""
+
+    def __init__(self, message: str, op: Operation) -> None:
+        super().__init__(message)
+        self.op = op
 
 
 class DominanceError(ValueError):

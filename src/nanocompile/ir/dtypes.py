@@ -7,6 +7,8 @@ tensor is held as its raw ``uint16`` bits.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 DTYPES: tuple[str, ...] = ("f32", "i64", "i32", "i8", "bool", "bf16")
@@ -14,7 +16,7 @@ FLOAT_DTYPES = frozenset({"f32"})
 INT_DTYPES = frozenset({"i64", "i32", "i8"})
 NUMERIC_DTYPES = FLOAT_DTYPES | INT_DTYPES
 
-_NUMPY = {
+_NUMPY: dict[str, np.dtype[Any]] = {
     "f32": np.dtype(np.float32),
     "i64": np.dtype(np.int64),
     "i32": np.dtype(np.int32),
@@ -26,7 +28,7 @@ _NUMPY = {
 ITEMSIZE = {name: dt.itemsize for name, dt in _NUMPY.items()}
 
 
-def numpy_dtype(dtype: str) -> np.dtype:
+def numpy_dtype(dtype: str) -> np.dtype[Any]:
     """The NumPy dtype that holds values of ``dtype`` (``uint16`` bits for bf16)."""
     try:
         return _NUMPY[dtype]
@@ -34,7 +36,7 @@ def numpy_dtype(dtype: str) -> np.dtype:
         raise ValueError(f"unknown dtype '{dtype}', expected one of {', '.join(DTYPES)}") from None
 
 
-def from_numpy(dt: np.dtype) -> str:
+def from_numpy(dt: np.dtype[Any]) -> str:
     """The Graph IR dtype of a NumPy dtype (``uint16`` is read as bf16 bits)."""
     for name, candidate in _NUMPY.items():
         if candidate == dt:

@@ -220,11 +220,6 @@ class Expr:
 ExprLike = Expr | int | str
 
 
-def as_int_or_expr(e: Expr) -> int | Expr:
-    """The int of a constant expression, else the expression."""
-    return e.const_value if e.is_const else e
-
-
 def product(dims: tuple[Expr, ...] | list[Expr]) -> Expr:
     return reduce(lambda a, b: a * b, dims, Expr.const(1))
 

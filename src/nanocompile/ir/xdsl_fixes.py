@@ -20,4 +20,4 @@ _STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]++|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*
 
 def apply() -> None:
     """Install the fixes (idempotent)."""
-    MLIRLexer._unescaped_characters_regex = _STRING_LITERAL  # type: ignore[attr-defined]
+    MLIRLexer._unescaped_characters_regex = _STRING_LITERAL

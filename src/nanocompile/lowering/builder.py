@@ -106,12 +106,9 @@ class KernelBuilder:
         return total
 
     def const(self, value: float | int | bool, dtype: str) -> SSAValue:
-        t = loop.scalar_type(dtype)
         if dtype == "f32":
-            attr: Attribute = FloatAttr(float(value), f32)
-        else:
-            attr = IntegerAttr(int(value), t)  # type: ignore[arg-type]
-        return self.op(arith.ConstantOp(attr))
+            return self.op(arith.ConstantOp(FloatAttr(float(value), f32)))
+        return self.op(arith.ConstantOp(IntegerAttr(int(value), _integer_type(dtype))))
 
     # -- loops ----------------------------------------------------------------
     def loop_nest(self, extents: Sequence[Expr], body: Callable[[list[SSAValue]], None],
@@ -242,12 +239,12 @@ def emit_cast(kb: KernelBuilder, a: SSAValue, src: str, dst: str) -> SSAValue:
         if src == "f32":
             return kb.op(arith.CmpfOp(a, kb.const(0.0, "f32"), "une"))
         return kb.op(arith.CmpiOp(a, kb.const(0, src), "ne"))
-    target = loop.scalar_type(dst)
-    if src == "f32":
-        return kb.op(arith.FPToSIOp(a, target))
     if dst == "f32":
         op = arith.UIToFPOp(a, f32) if src == "bool" else arith.SIToFPOp(a, f32)
         return kb.op(op)
+    target = _integer_type(dst)
+    if src == "f32":
+        return kb.op(arith.FPToSIOp(a, target))
     src_w = 1 if src == "bool" else _width(a.type)
     dst_w = _width(target)
     if dst_w > src_w:
@@ -258,6 +255,13 @@ def emit_cast(kb: KernelBuilder, a: SSAValue, src: str, dst: str) -> SSAValue:
 def _width(t: Attribute) -> int:
     assert isinstance(t, IntegerType)
     return t.width.data
+
+
+def _integer_type(dtype: str) -> IntegerType:
+    """The scalar type of an integer or bool ``dtype`` (bool is i1)."""
+    t = loop.scalar_type(dtype)
+    assert isinstance(t, IntegerType), f"expected an integer dtype, got {dtype}"
+    return t
 
 
 def identity(kind: str, dtype: str) -> float | int:

@@ -17,7 +17,8 @@ its primitive, in the same order: fused and unfused programs agree bitwise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, TypeVar
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType
@@ -39,30 +40,34 @@ from nanocompile.lowering.builder import (
     identity,
 )
 
-_BINARY = {g.AddOp: "add", g.SubOp: "sub", g.MulOp: "mul", g.DivOp: "div"}
-_UNARY = {g.NegOp: "neg", g.ExpOp: "exp", g.SqrtOp: "sqrt", g.ReciprocalOp: "reciprocal",
-          g.SinOp: "sin", g.CosOp: "cos"}
-_REDUCE = {g.ReduceSumOp: "sum", g.ReduceMaxOp: "max"}
+_BINARY: dict[type[Operation], str] = {g.AddOp: "add", g.SubOp: "sub", g.MulOp: "mul",
+                                       g.DivOp: "div"}
+_UNARY: dict[type[Operation], str] = {g.NegOp: "neg", g.ExpOp: "exp", g.SqrtOp: "sqrt",
+                                      g.ReciprocalOp: "reciprocal", g.SinOp: "sin",
+                                      g.CosOp: "cos"}
+_REDUCE: dict[type[Operation], str] = {g.ReduceSumOp: "sum", g.ReduceMaxOp: "max"}
+_VIEWS = (g.PermuteOp, g.BroadcastOp, g.SliceOp, g.ReshapeOp)  # read through by index
 
 Key = tuple[SSAValue, tuple[SSAValue, ...]]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def argument_footprint(arg: BlockArgument, layout: Layout) -> Layout:
+def argument_footprint(arg: SSAValue, layout: Layout) -> Layout:
     """The part of a region argument the kernel reads: follow a single chain of
     view-expressible index ops (a sliced last row reads one row); a gather
     table reads one row per id."""
-    if not arg.has_one_use():
-        return layout
-    use = arg.get_unique_use()
-    user = use.operation
-    if isinstance(user, g.GatherOp) and use.index == 0:
-        ids = user.ids.type.dims
-        return Layout(tuple(ids) + layout.shape[1:], layout.offset,
-                      tuple(Expr.const(1) for _ in ids) + layout.strides[1:])
-    new = view_of(user, layout)
-    if new is None:
-        return layout
-    return argument_footprint(user.results[0], new)  # type: ignore[arg-type]
+    while (use := arg.get_unique_use()) is not None:  # a loop: view chains may be long
+        user = use.operation
+        if isinstance(user, g.GatherOp) and use.index == 0:
+            ids = g.tensor_type(user.ids).dims
+            return Layout(tuple(ids) + layout.shape[1:], layout.offset,
+                          tuple(Expr.const(1) for _ in ids) + layout.strides[1:])
+        new = view_of(user, layout)
+        if new is None:
+            return layout
+        arg, layout = user.results[0], new
+    return layout
 
 
 def view_of(op: Operation, layout: Layout) -> Layout | None:
@@ -95,25 +100,75 @@ class RegionEmitter:
                 return scope[key]
         return None
 
-    def scoped(self, fn):  # type: ignore[no-untyped-def]
+    def scoped(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Run ``fn`` with a fresh memo scope (a loop or branch body)."""
-        def run(*args):  # type: ignore[no-untyped-def]
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
             self.scopes.append({})
             try:
-                return fn(*args)
+                return fn(*args, **kwargs)
             finally:
                 self.scopes.pop()
         return run
 
     # -- values -------------------------------------------------------------------
     def emit(self, value: SSAValue, idx: Sequence[SSAValue]) -> SSAValue:
-        key = (value, tuple(idx))
-        hit = self.lookup(key)
+        """The scalar of ``value`` at ``idx``, emitting what it needs first.
+
+        Depth first over the operands, as a recursive emitter would go, but on
+        an explicit stack through elementwise and view ops, so a chain of
+        thousands of them needs no Python recursion: each op is emitted once
+        its operands are, in the order recursion would emit them (a view's
+        index arithmetic when it is reached, before what it reads).
+        """
+        root: Key = (value, tuple(idx))
+        hit = self.lookup(root)
         if hit is not None:
             return hit
-        result = self._compute(value, list(idx))
-        self.scopes[-1][key] = result
+        stack: list[tuple[Key, list[Key], list[Key]]] = []  # key, operands, still to emit
+        operands = self._operand_keys(root)
+        stack.append((root, operands, operands[::-1]))
+        while stack:
+            key, operands, todo = stack[-1]
+            if todo:
+                child = todo.pop()
+                if self.lookup(child) is None:
+                    grand = self._operand_keys(child)
+                    stack.append((child, grand, grand[::-1]))
+                continue
+            stack.pop()
+            self.scopes[-1][key] = self._finish(key, operands)
+        result = self.lookup(root)
+        assert result is not None
         return result
+
+    def _operand_keys(self, key: Key) -> list[Key]:
+        """What ``_compute`` of ``key`` will read, in its order: the operands of
+        an elementwise op at the same index, the operand of a view at its
+        mapped index (emitting that index arithmetic now, as ``_compute``
+        would before reading it); nothing for the other ops, which
+        ``_compute`` emits with their own loops and branches."""
+        value, idx = key
+        op = value.owner
+        if not isinstance(op, Operation):
+            return []
+        if isinstance(op, g.WhereOp):
+            return [(op.cond, idx), (op.lhs, idx), (op.rhs, idx)]
+        if type(op) in _BINARY or type(op) in _UNARY or isinstance(op, g.LessEqualOp
+                                                                  | g.CastOp):
+            return [(v, idx) for v in op.operands]
+        if isinstance(op, _VIEWS):
+            return [(op.operands[0], tuple(self._operand_index(op, list(idx))))]
+        return []
+
+    def _finish(self, key: Key, operands: list[Key]) -> SSAValue:
+        """``key``'s scalar once its operand keys are emitted: a view is the
+        value it reads; anything else is computed (its operands hit the memo)."""
+        value, idx = key
+        if isinstance(value.owner, _VIEWS):
+            source = self.lookup(operands[0])
+            assert source is not None
+            return source
+        return self._compute(value, list(idx))
 
     def _compute(self, value: SSAValue, idx: list[SSAValue]) -> SSAValue:
         kb = self.kb
@@ -132,9 +187,9 @@ class RegionEmitter:
                                         self.emit(op.rhs, idx)))
         if type(op) in _UNARY:
             return emit_unary(kb, _UNARY[type(op)], self.emit(op.operands[0], idx),
-                              op.results[0].type.dtype.data)
+                              g.tensor_type(op.results[0]).dtype.data)
         if isinstance(op, g.CastOp):
-            return emit_cast(kb, self.emit(op.operand, idx), op.operand.type.dtype.data,
+            return emit_cast(kb, self.emit(op.operand, idx), g.tensor_type(op.operand).dtype.data,
                              op.result.type.dtype.data)
         return self._compute_other(op, idx)
 
@@ -152,7 +207,7 @@ class RegionEmitter:
             return self._concat(op, idx)
         if isinstance(op, g.GatherOp):
             return self._gather(op, idx)
-        if type(op) in _REDUCE:
+        if isinstance(op, g.ReduceOp):
             return self._reduce(op, idx)
         if isinstance(op, g.MatmulOp):
             return self.matmuls([op], idx)[0]
@@ -166,7 +221,7 @@ class RegionEmitter:
                 out[p] = idx[i]
             return out
         if isinstance(op, g.BroadcastOp):
-            src, dst = op.operand.type.dims, op.result.type.dims
+            src, dst = g.tensor_type(op.operand).dims, op.result.type.dims
             return [kb.index(0) if s == 1 and d != 1 else i
                     for s, d, i in zip(src, dst, idx, strict=True)]
         if isinstance(op, g.SliceOp):
@@ -176,7 +231,7 @@ class RegionEmitter:
                 out[op.axis.data] = kb.op(arith.AddiOp(idx[op.axis.data], kb.expr(start)))
             return out
         if isinstance(op, g.ReshapeOp):
-            return reshape_index(kb, idx, op.result.type.dims, op.operand.type.dims)
+            return reshape_index(kb, idx, op.result.type.dims, g.tensor_type(op.operand).dims)
         # fuse.py only puts views listed above into a region's read path.
         raise AssertionError(f"internal: fused kernels cannot read through {op.name}")
 
@@ -191,7 +246,7 @@ class RegionEmitter:
                 shifted[axis] = self.kb.op(arith.SubiOp(idx[axis], self.kb.expr(start)))
             if k == len(operands) - 1:
                 return self.emit(operands[k], shifted)
-            end = start + operands[k].type.dims[axis]
+            end = start + g.tensor_type(operands[k]).dims[axis]
             cond = self.kb.op(arith.CmpiOp(idx[axis], self.kb.expr(end), "slt"))
             return self.kb.if_else(cond, self.scoped(lambda: self.emit(operands[k], shifted)),
                                    self.scoped(lambda: branch(k + 1, end)))
@@ -202,23 +257,25 @@ class RegionEmitter:
         """The id at ``idx`` as an index, after checking it names a table row."""
         kb = self.kb
         raw = self.emit(op.ids, idx)
-        row = emit_cast(kb, raw, op.ids.type.dtype.data, "i64")
-        rows = kb.op(arith.IndexCastOp(kb.expr(op.table.type.dims[0]), loop.scalar_type("i64")))
+        row = emit_cast(kb, raw, g.tensor_type(op.ids).dtype.data, "i64")
+        rows = kb.op(arith.IndexCastOp(kb.expr(g.tensor_type(op.table).dims[0]),
+                                       loop.scalar_type("i64")))
         ok = kb.op(arith.AndIOp(kb.op(arith.CmpiOp(row, kb.const(0, "i64"), "sge")),
                                 kb.op(arith.CmpiOp(row, rows, "slt"))))
         kb.op_noresult(loop.CheckOp(ok, 1, "graph.gather: id out of range"))
         return kb.op(arith.IndexCastOp(row, IndexType()))
 
     def _gather(self, op: g.GatherOp, idx: list[SSAValue]) -> SSAValue:
-        n_ids = len(op.ids.type.dims)
+        n_ids = len(g.tensor_type(op.ids).dims)
         return self.emit(op.table, [self.check_ids(op, idx[:n_ids]), *idx[n_ids:]])
 
-    def _reduce(self, op: Operation, idx: list[SSAValue]) -> SSAValue:
+    def _reduce(self, op: g.ReduceOp, idx: list[SSAValue]) -> SSAValue:
         """The reduction at ``idx`` (its last index is the kept size-1 axis)."""
-        src = op.operands[0]
-        axis = op.properties["axis"].data  # type: ignore[union-attr]
+        src = op.operand
+        axis = op.axis.data
         kind = _REDUCE[type(op)]
-        dtype = src.type.dtype.data
+        src_type = g.tensor_type(src)
+        dtype = src_type.dtype.data
         init = self.kb.const(identity(kind, dtype), dtype)
 
         @self.scoped
@@ -226,7 +283,7 @@ class RegionEmitter:
             at = [k if d == axis else i for d, i in enumerate(idx)]
             return emit_accumulate(self.kb, kind, acc, self.emit(src, at))
 
-        return self.kb.reduction_loop("k", src.type.dims[axis], init, step)
+        return self.kb.reduction_loop("k", src_type.dims[axis], init, step)
 
     def matmuls(self, ops: Sequence[g.MatmulOp], idx: list[SSAValue]) -> list[SSAValue]:
         """All ``ops`` at ``idx`` = [batch..., m, n], in one sequential k loop."""
@@ -242,7 +299,8 @@ class RegionEmitter:
                 out.append(emit_binary(self.kb, "add", acc, emit_binary(self.kb, "mul", a, b)))
             return out
 
-        results = self.kb.reduction_loop_multi("k", ops[0].lhs.type.dims[-1], inits, step)
+        results = self.kb.reduction_loop_multi("k", g.tensor_type(ops[0].lhs).dims[-1], inits,
+                                               step)
         for op, r in zip(ops, results, strict=True):
             self.scopes[-1][(op.result, tuple(idx))] = r
         return results
@@ -300,7 +358,7 @@ def build_fused(symbols: Sequence[str], spec: TensorSpec, layouts: Sequence[Layo
                 Layout.contiguous(spec.shape).strides)]
     for a, lay in zip(fused.block.args, layouts, strict=True):
         fp = argument_footprint(a, lay)
-        args.append(Arg(a.type.dtype.data, "r", fp.shape, fp.strides))
+        args.append(Arg(g.tensor_type(a).dtype.data, "r", fp.shape, fp.strides))
     kb = KernelBuilder(tuple(symbols), args)
     em = RegionEmitter(kb, fused, layouts)
     root = fused.block.last_op
@@ -317,8 +375,8 @@ def build_fused(symbols: Sequence[str], spec: TensorSpec, layouts: Sequence[Layo
 
     for op in fused.block.ops:  # every id is checked, even where no row element is read
         if isinstance(op, g.GatherOp):
-            ids_dims = list(op.ids.type.dims)
-            kb.loop_nest(ids_dims, em.scoped(lambda ivs, op=op: em.check_ids(op, ivs)),
+            ids_dims = list(g.tensor_type(op.ids).dims)
+            kb.loop_nest(ids_dims, em.scoped(_id_check(em, op)),
                          names=[f"g{i}" for i in range(len(ids_dims))])
     if not shape:
         store_at([])
@@ -335,6 +393,12 @@ def build_fused(symbols: Sequence[str], spec: TensorSpec, layouts: Sequence[Layo
     return kb.finish(name)
 
 
+def _id_check(em: RegionEmitter, op: g.GatherOp) -> Callable[[list[SSAValue]], None]:
+    def check(ivs: list[SSAValue]) -> None:
+        em.check_ids(op, ivs)
+    return check
+
+
 def _row_invariants(fused: g.FusedOp, shape: Sequence[Expr]) -> list[SSAValue]:
     """Region values shaped ``shape[:-1] + [1]`` (computed once per row)."""
     if shape[-1] == 1:
@@ -344,7 +408,8 @@ def _row_invariants(fused: g.FusedOp, shape: Sequence[Expr]) -> list[SSAValue]:
     for op in fused.block.ops:
         if isinstance(op, g.FusedYieldOp) or not op.results:
             continue
-        if op.results[0].type.dims == want and not isinstance(op, g.ConstOp | g.ReshapeOp):
+        if (g.tensor_type(op.results[0]).dims == want
+                and not isinstance(op, g.ConstOp | g.ReshapeOp)):
             out.append(op.results[0])
     return out
 

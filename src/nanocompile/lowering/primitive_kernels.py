@@ -58,7 +58,7 @@ def elementwise(symbols: Sequence[str], spec: TensorSpec, layouts: Sequence[Layo
     return kb
 
 
-def build_binary(kind: str, operand_dtype: str) -> Callable[..., loop.KernelOp]:
+def build_binary(kind: str, operand_dtype: str) -> Builder:
     def build(symbols: Sequence[str], spec: TensorSpec,
               layouts: Sequence[Layout]) -> loop.KernelOp:
         dt = operand_dtype
@@ -73,7 +73,7 @@ def build_binary(kind: str, operand_dtype: str) -> Callable[..., loop.KernelOp]:
     return build
 
 
-def build_unary(kind: str) -> Callable[..., loop.KernelOp]:
+def build_unary(kind: str) -> Builder:
     def build(symbols: Sequence[str], spec: TensorSpec,
               layouts: Sequence[Layout]) -> loop.KernelOp:
         kb = elementwise(symbols, spec, layouts, [spec.dtype],
@@ -90,7 +90,7 @@ def build_select(symbols: Sequence[str], spec: TensorSpec,
     return kb.finish("where")
 
 
-def build_cast(src: str) -> Callable[..., loop.KernelOp]:
+def build_cast(src: str) -> Builder:
     def build(symbols: Sequence[str], spec: TensorSpec,
               layouts: Sequence[Layout]) -> loop.KernelOp:
         kb = elementwise(symbols, spec, layouts, [src],
@@ -117,7 +117,7 @@ def build_copy(symbols: Sequence[str], spec: TensorSpec,
     return kb.finish("copy")
 
 
-def build_reduce(kind: str, axis: int) -> Callable[..., loop.KernelOp]:
+def build_reduce(kind: str, axis: int) -> Builder:
     def build(symbols: Sequence[str], spec: TensorSpec,
               layouts: Sequence[Layout]) -> loop.KernelOp:
         (src,) = layouts
@@ -159,7 +159,7 @@ def build_matmul(symbols: Sequence[str], spec: TensorSpec,
     return kb.finish("matmul")
 
 
-def build_gather(ids_dtype: str) -> Callable[..., loop.KernelOp]:
+def build_gather(ids_dtype: str) -> Builder:
     """``out[i..., j...] = table[ids[i...], j...]``; an id outside [0, rows) exits with 1.
 
     ``rows`` may be symbolic (a table that is an input or a slice): the bound is
@@ -196,7 +196,7 @@ def build_gather(ids_dtype: str) -> Callable[..., loop.KernelOp]:
     return build
 
 
-def build_concat(axis: int) -> Callable[..., loop.KernelOp]:
+def build_concat(axis: int) -> Builder:
     """One loop nest per operand, each writing its slab of the result."""
 
     def build(symbols: Sequence[str], spec: TensorSpec,
@@ -221,7 +221,7 @@ def build_concat(axis: int) -> Callable[..., loop.KernelOp]:
     return build
 
 
-def build_iota(axis: int) -> Callable[..., loop.KernelOp]:
+def build_iota(axis: int) -> Builder:
     def build(symbols: Sequence[str], spec: TensorSpec,
               layouts: Sequence[Layout]) -> loop.KernelOp:
         kb = _new(symbols, spec, [])
@@ -236,7 +236,7 @@ def build_iota(axis: int) -> Callable[..., loop.KernelOp]:
     return build
 
 
-def build_dim(expr: Expr) -> Callable[..., loop.KernelOp]:
+def build_dim(expr: Expr) -> Builder:
     def build(symbols: Sequence[str], spec: TensorSpec,
               layouts: Sequence[Layout]) -> loop.KernelOp:
         kb = _new(symbols, spec, [])

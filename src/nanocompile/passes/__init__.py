@@ -44,10 +44,16 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return ApplySchedulePass
 
+    def default_schedule() -> type[ModulePass]:
+        from nanocompile.passes.default_schedule import DefaultSchedulePass
+
+        return DefaultSchedulePass
+
     return {
         "apply-schedule": apply_schedule,
         "cse": cse,
         "dce": dce,
+        "default-schedule": default_schedule,
         "fold-constants": fold_constants,
         "fuse": fuse,
         "lower-graph-to-loop": lower_graph_to_loop,

@@ -16,6 +16,7 @@ program's launches, after every directive of the schedule has succeeded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -37,24 +38,33 @@ from nanocompile.schedule.privatize import privatize
 from nanocompile.schedule.vectorize import vectorize
 
 
-def apply_directives(kernel: loop.KernelOp, schedule: sched.ScheduleOp,
+class DirectiveError(ScheduleError):
+    """A directive of a list whose primitive refused: ``index`` is its place in
+    the list, ``cause`` the primitive's error (whose message this is)."""
+
+    def __init__(self, index: int, cause: ScheduleError) -> None:
+        super().__init__(str(cause))
+        self.index = index
+        self.cause = cause
+
+
+def apply_directives(kernel: loop.KernelOp, directives: Sequence[sched.Directive],
                      module: ModuleOp | None = None,
                      packs: list[PackPlan] | None = None) -> loop.KernelOp:
-    """A scheduled copy of ``kernel`` (the original is untouched); raises
-    ``ScheduleError`` naming the first directive that cannot be applied.
+    """A copy of ``kernel`` with ``directives`` applied in order (the original is
+    untouched); raises ``DirectiveError`` for the first directive that cannot
+    be applied.
 
     ``pack`` also changes the program's launches: it needs ``module``, and
     appends its plan to ``packs`` for the caller to apply with
-    ``pack_program`` once the copy replaces the kernel."""
+    ``pack_program`` once the copy replaces the kernel (``replace_kernel``)."""
     copy = kernel.clone()
-    for op in schedule.directive_ops():
+    for index, directive in enumerate(directives):
         try:
-            _apply_one(copy, op.to_directive(), kernel, module, packs)
-        except ScheduleError as e:  # remember the directive's place in the input
-            e.where = where(op)  # type: ignore[attr-defined]
-            raise
+            _apply_one(copy, directive, kernel, module, packs)
+        except ScheduleError as e:
+            raise DirectiveError(index, e) from e
     return copy
-
 
 
 def _apply_one(copy: loop.KernelOp, directive: sched.Directive, kernel: loop.KernelOp,
@@ -94,19 +104,26 @@ def replace_kernel(module: ModuleOp, kernel: loop.KernelOp, scheduled: loop.Kern
 
 
 def apply_schedules(module: ModuleOp) -> int:
-    """Apply and erase every schedule in ``module``; returns how many were applied."""
+    """Apply and erase every schedule in ``module``; returns how many were applied.
+
+    Raises ``PassFailedException`` naming the schedule or directive that
+    failed (with its ``file:line:col`` when it was parsed from text); the
+    module is then unchanged."""
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, loop.KernelOp)}
     schedules = [op for op in module.ops if isinstance(op, sched.ScheduleOp)]
     replacements = []
     for schedule in schedules:
         kernel = kernels.get(schedule.kernel_name)
         if kernel is None:
-            error = ScheduleError(f"sched.schedule @{schedule.kernel_name}: no loop.kernel "
-                                  "of that name")
-            error.where = where(schedule)  # type: ignore[attr-defined]
-            raise error
+            raise PassFailedException(f"{where(schedule)}apply-schedule: sched.schedule "
+                                      f"@{schedule.kernel_name}: no loop.kernel of that name")
         packs: list[PackPlan] = []
-        replacements.append((kernel, apply_directives(kernel, schedule, module, packs), packs))
+        try:
+            scheduled = apply_directives(kernel, schedule.directives(), module, packs)
+        except DirectiveError as e:
+            op = schedule.directive_ops()[e.index]
+            raise PassFailedException(f"{where(op)}apply-schedule: {e}") from None
+        replacements.append((kernel, scheduled, packs))
     for kernel, scheduled, packs in replacements:
         replace_kernel(module, kernel, scheduled, packs)
     for schedule in schedules:
@@ -122,8 +139,4 @@ class ApplySchedulePass(ModulePass):
     name = "apply-schedule"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        try:
-            apply_schedules(op)
-        except ScheduleError as e:
-            where = getattr(e, "where", "")
-            raise PassFailedException(f"{where}apply-schedule: {e}") from None
+        apply_schedules(op)

@@ -42,17 +42,18 @@ class FoldConstant(RewritePattern):
         if not isinstance(op, g.PurePrimitiveOp) or isinstance(op, g.ConstOp):
             return
         kernel = KERNELS.get(type(op))
-        if kernel is None or not all(isinstance(v.owner, g.ConstOp) for v in op.operands):
+        consts = [v.owner for v in op.operands if isinstance(v.owner, g.ConstOp)]
+        if kernel is None or len(consts) != len(op.operands):
             return
         if not _exact(op):
             return
-        spec = op.results[0].type.spec
+        spec = g.tensor_spec(op.results[0])
         if any(not d.is_const for d in spec.shape) or _props_symbolic(op):
             return
         count = int(np.prod([d.const_value for d in spec.shape], dtype=np.int64))
         if count > self.max_elements:
             return
-        args = [v.owner.to_array() for v in op.operands]  # type: ignore[union-attr]
+        args = [c.to_array() for c in consts]
         with np.errstate(all="ignore"):
             value = np.asarray(kernel(op, args, {}))
         folded = g.ConstOp(np.array(value, copy=True), spec.dtype)  # keeps 0-d
@@ -67,7 +68,7 @@ def _exact(op: Operation) -> bool:
     """Whether every backend computes this primitive to the same bits."""
     if isinstance(op, _INEXACT):
         return False
-    return not (isinstance(op, g.ReduceSumOp) and op.results[0].type.dtype.data == "f32")
+    return not (isinstance(op, g.ReduceSumOp) and op.result.type.dtype.data == "f32")
 
 
 def _props_symbolic(op: Operation) -> bool:

@@ -31,14 +31,16 @@ Which ops go where (walking the graph from its outputs back):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue, Use
 from xdsl.passes import ModulePass
 
 from nanocompile.dialects import graph as g
+from nanocompile.ir.symbolic import Expr
 
 INDEX_OPS = (g.ReshapeOp, g.PermuteOp, g.BroadcastOp, g.SliceOp, g.ConcatOp, g.IotaOp,
              g.DimOp)
@@ -57,8 +59,8 @@ class Region:
     members: list[Operation] = field(default_factory=list)
 
     @property
-    def shape(self) -> tuple:  # type: ignore[type-arg]
-        return self.root.results[0].type.dims
+    def shape(self) -> tuple[Expr, ...]:
+        return g.tensor_type(self.root.results[0]).dims
 
     def matmuls(self) -> list[g.MatmulOp]:
         return [op for op in self.members if isinstance(op, g.MatmulOp)]
@@ -89,6 +91,7 @@ class Partition:
         self.position = {op: i for i, op in enumerate(self.ops)}
         self.outputs = set(func.return_op().outputs)
         self.inline: set[Operation] = set()
+        self._computable: dict[Operation, bool] = {}
         for op in self.ops:
             if self._is_inline(op):
                 self.inline.add(op)
@@ -115,31 +118,74 @@ class Partition:
         if isinstance(owner, g.ConstOp | g.IotaOp | g.DimOp):
             return True
         if isinstance(owner, INDEX_OPS):
-            return all(self._index_computable(v) for v in owner.operands)
+            return self._index_op_computable(owner)
         return owner in self.inline if isinstance(owner, Operation) else False
+
+    def _index_op_computable(self, op: Operation) -> bool:
+        """Whether an index-only op reads only index-computable values, through
+        any chain of index-only ops (iterative, memoized: the ops it reads are
+        classified before it, so a result never changes once known)."""
+        known = self._computable
+        stack = [op]
+        while stack:
+            top = stack[-1]
+            if top in known:
+                stack.pop()
+                continue
+            pending = [v.owner for v in top.operands
+                       if isinstance(v.owner, INDEX_OPS) and v.owner not in known]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            known[top] = all(self._index_computable(v) for v in top.operands)
+        return known[op]
 
     def _epilogue_bound(self, op: Operation) -> bool:
         """True for an elementwise op applied to a matmul result through a chain
-        of single-use elementwise ops: it belongs in that matmul's epilogue."""
-        if op not in self._matmul_dependent:
-            result = False
-            for v in op.operands:
-                owner = v.owner
-                if isinstance(owner, g.MatmulOp):
-                    result = True
-                elif (isinstance(owner, ELEMENTWISE_OPS) and owner not in self.inline
-                      and v.has_one_use()):
-                    result = result or self._epilogue_bound(owner)
-            self._matmul_dependent[op] = result
-        return self._matmul_dependent[op]
+        of single-use elementwise ops: it belongs in that matmul's epilogue.
+
+        Iterative (an explicit stack, results memoized): a chain may be
+        thousands of ops long."""
+        known = self._matmul_dependent
+        stack = [op]
+        while stack:
+            top = stack[-1]
+            if top in known:
+                stack.pop()
+                continue
+            feeders = self._epilogue_feeders(top)
+            pending = [f for f in feeders if f not in known]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            known[top] = (any(isinstance(v.owner, g.MatmulOp) for v in top.operands)
+                          or any(known[f] for f in feeders))
+        return known[op]
+
+    def _epilogue_feeders(self, op: Operation) -> list[Operation]:
+        """The stored elementwise ops whose only use is ``op``."""
+        return [v.owner for v in op.operands
+                if isinstance(v.owner, ELEMENTWISE_OPS) and v.owner not in self.inline
+                and v.has_one_use()]
 
     # -- assignment ---------------------------------------------------------------
-    def paths(self, value: SSAValue, through: tuple[Operation, ...] = ()) -> list[Path]:
-        out = []
-        for use in value.uses:
+    def paths(self, value: SSAValue) -> list[Path]:
+        """Every use of ``value``, seen through the inline ops not yet in a region,
+        depth first in use order (iterative: a chain of index-only ops may be
+        thousands of ops long)."""
+        out: list[Path] = []
+        stack: list[tuple[Iterator[Use], tuple[Operation, ...]]] = [(iter(value.uses), ())]
+        while stack:
+            uses, through = stack[-1]
+            use = next(uses, None)
+            if use is None:
+                stack.pop()
+                continue
             user = use.operation
             if user in self.inline and user not in self.region_of:
-                out += self.paths(user.results[0], (*through, user))
+                stack.append((iter(user.results[0].uses), (*through, user)))
             else:
                 out.append(Path(user, through))
         return out
@@ -179,14 +225,14 @@ class Partition:
         if op.result.type.dims != region.shape:
             return False
         for other in region.matmuls():
-            if other.lhs.type.dims[-1] != op.lhs.type.dims[-1]:
+            if g.tensor_type(other.lhs).dims[-1] != g.tensor_type(op.lhs).dims[-1]:
                 return False
         return all(not p.through and isinstance(p.consumer, ELEMENTWISE_OPS)
                    for p in paths)
 
-    def _reduction_joins(self, op: Operation, region: Region, paths: list[Path]) -> bool:
-        src = op.operands[0].type.dims
-        axis = op.properties["axis"].data  # type: ignore[union-attr]
+    def _reduction_joins(self, op: g.ReduceOp, region: Region, paths: list[Path]) -> bool:
+        src = g.tensor_type(op.operand).dims
+        axis = op.axis.data
         if region.matmuls() or axis != len(src) - 1 or len(src) != len(region.shape):
             return False
         if src[:-1] != region.shape[:-1]:
@@ -215,7 +261,7 @@ def _row_broadcast_path(path: Path) -> bool:
     for t in path.through:
         if not isinstance(t, g.BroadcastOp):
             return False
-        src, dst = t.operand.type.dims, t.result.type.dims
+        src, dst = g.tensor_type(t.operand).dims, t.result.type.dims
         if src[:-1] != dst[:-1] or src[-1] != 1:
             return False
     return True

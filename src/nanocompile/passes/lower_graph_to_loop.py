@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -44,6 +45,7 @@ from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr
 from nanocompile.lowering.fused_kernels import build_fused, view_of
 from nanocompile.lowering.primitive_kernels import (
+    Builder,
     build_binary,
     build_cast,
     build_concat,
@@ -126,7 +128,7 @@ def replace_by_view(rewriter: PatternRewriter, op: Operation, buffer: SSAValue,
 def launch_into_temp(rewriter: PatternRewriter, op: Operation, kernel: str,
                      operands: list[SSAValue]) -> None:
     """Replace ``op`` by a fresh temporary that ``kernel`` writes from ``operands``."""
-    spec = op.results[0].type.spec
+    spec = g.tensor_spec(op.results[0])
     out_buf = new_buffer(rewriter, "temp", spec)
     out_view = new_view(rewriter, out_buf, Layout.contiguous(spec.shape))
     rewriter.insert(loop.LaunchOp(kernel, [out_view, *operands]))
@@ -147,16 +149,16 @@ class Lowering:
     library: KernelLibrary = field(default_factory=KernelLibrary)
 
     def launch(self, rewriter: PatternRewriter, op: g.GraphPrimitiveOp, kind: str,
-               build: object, operands: list[SSAValue]) -> None:
+               build: Builder, operands: list[SSAValue]) -> None:
         """Replace ``op`` by a temp buffer written by a kernel reading ``operands``."""
-        spec = op.results[0].type.spec
+        spec = g.tensor_spec(op.results[0])
         syms = program_symbols(op)
         layouts = [view_layout(v)[1] for v in operands]
         props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
         key = (kind, op.name, props, syms, spec,
-               tuple((v.type.dtype.data, lay.shape, lay.strides)  # type: ignore[union-attr]
+               tuple((_dtype(v), lay.shape, lay.strides)
                      for v, lay in zip(operands, layouts, strict=True)))
-        name = self.library.lookup(key, kind, lambda: build(syms, spec, layouts))  # type: ignore[operator]
+        name = self.library.lookup(key, kind, lambda: build(syms, spec, layouts))
         launch_into_temp(rewriter, op, name, operands)
 
 
@@ -236,15 +238,24 @@ class LowerCompute(RewritePattern):
         self.lowering.launch(rewriter, op, kind, build(op), list(op.operands))
 
 
-def _bin(kind: str):  # type: ignore[no-untyped-def]
-    return lambda op: build_binary(kind, op.lhs.type.dtype.data)
+def _dtype(value: SSAValue) -> str:
+    """The element type of a lowered value (a ``loop.view``)."""
+    if not isinstance(value.type, loop.ViewType):
+        raise PassFailedException(f"expected a lowered view, got {value.type}")
+    return value.type.dtype.data
 
 
-def _un(kind: str):  # type: ignore[no-untyped-def]
+def _bin(kind: str) -> Callable[[g.BinaryOp], Builder]:
+    return lambda op: build_binary(kind, _dtype(op.lhs))
+
+
+def _un(kind: str) -> Callable[[g.UnaryOp], Builder]:
     return lambda op: build_unary(kind)
 
 
-_COMPUTE = {
+# Per primitive: the kernel's base name, and its builder given the op (whose
+# operands are lowered views by then).
+_COMPUTE: dict[type[Operation], tuple[str, Callable[[Any], Builder]]] = {
     g.AddOp: ("add", _bin("add")), g.SubOp: ("sub", _bin("sub")),
     g.MulOp: ("mul", _bin("mul")), g.DivOp: ("div", _bin("div")),
     g.LessEqualOp: ("less_equal", _bin("less_equal")),
@@ -252,12 +263,12 @@ _COMPUTE = {
     g.NegOp: ("neg", _un("neg")), g.ExpOp: ("exp", _un("exp")),
     g.SqrtOp: ("sqrt", _un("sqrt")), g.ReciprocalOp: ("reciprocal", _un("reciprocal")),
     g.SinOp: ("sin", _un("sin")), g.CosOp: ("cos", _un("cos")),
-    g.CastOp: ("cast", lambda op: build_cast(op.operand.type.dtype.data)),
+    g.CastOp: ("cast", lambda op: build_cast(_dtype(op.operand))),
     g.ReduceSumOp: ("reduce_sum", lambda op: build_reduce("sum", op.axis.data)),
     g.ReduceMaxOp: ("reduce_max", lambda op: build_reduce("max", op.axis.data)),
     g.ConcatOp: ("concat", lambda op: build_concat(op.axis.data)),
     g.MatmulOp: ("matmul", lambda op: build_matmul),
-    g.GatherOp: ("gather", lambda op: build_gather(op.ids.type.dtype.data)),
+    g.GatherOp: ("gather", lambda op: build_gather(_dtype(op.ids))),
     g.IotaOp: ("iota", lambda op: build_iota(op.axis.data)),
     g.DimOp: ("dim", lambda op: build_dim(op.expr.data)),
 }
@@ -287,9 +298,10 @@ def _hoist_views(rewriter: PatternRewriter, op: g.FusedOp) -> list[SSAValue]:
     while changed:
         changed = False
         for i, arg in enumerate(list(block.args)):
-            if not arg.has_one_use():
+            use = arg.get_unique_use()
+            if use is None:
                 continue
-            user = arg.get_unique_use().operation
+            user = use.operation
             buf, lay = view_layout(operands[i])
             new = view_of(user, lay) if user.parent_block() is block else None
             if new is None:
@@ -315,7 +327,8 @@ class LowerFused(RewritePattern):
         syms = program_symbols(op)
         for inner in op.block.ops:
             if isinstance(inner, g.SliceOp):
-                _require_slice_bounds(rewriter, inner, inner.operand.type.dims[inner.axis.data])
+                size = g.tensor_type(inner.operand).dims[inner.axis.data]
+                _require_slice_bounds(rewriter, inner, size)
         operands = _hoist_views(rewriter, op)
         layouts = [view_layout(v)[1] for v in operands]
         yielded = op.block.last_op

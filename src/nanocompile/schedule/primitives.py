@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntAttr, IntegerAttr, StringAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from nanocompile.dialects import loop
 
@@ -55,8 +55,8 @@ def check_no_own_reads(kernel: loop.KernelOp, target: loop.ForOp, where: str) ->
 
 def arg_label(ptr: SSAValue) -> str:
     """``argument #i`` for a kernel argument (kernel arguments have no names)."""
-    if isinstance(ptr.owner, Block):
-        return f"argument #{ptr.index}"  # type: ignore[attr-defined]
+    if isinstance(ptr, BlockArgument):
+        return f"argument #{ptr.index}"
     return "a pointer"
 
 
@@ -292,9 +292,9 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
     new_ops: list[Operation] = [outer_loop]
     if peel and not exact:
         span = arith.MuliOp(tiles, f)
-        start = arith.AddiOp(lb, span)
-        tail = tail_loop(target, start.result, list(outer_loop.res))
-        new_ops += [span, start, tail]
+        tail_start = arith.AddiOp(lb, span)
+        tail = tail_loop(target, tail_start.result, list(outer_loop.res))
+        new_ops += [span, tail_start, tail]
         results = tail.res
     _insert_before(target, new_ops)
     for old, new in zip(target.res, results, strict=True):

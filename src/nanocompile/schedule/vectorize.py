@@ -158,9 +158,11 @@ class _Analysis:
             self.if_op(op)
         elif isinstance(op, loop.LoadOp):
             if self.access(op, op.ptr, op.indices, op.stride_exprs) is not None:
-                if op.ptr.type.dtype.data != "f32":  # type: ignore[attr-defined]
+                ptr = op.ptr.type
+                assert isinstance(ptr, loop.PtrType)
+                if ptr.dtype.data != "f32":
                     raise NoVectorForm(f"{self.where}: a lane-varying load of "
-                                       f"{op.ptr.type.dtype.data} data")  # type: ignore
+                                       f"{ptr.dtype.data} data")
                 self.varying.add(op.result)
         elif isinstance(op, loop.StoreOp):
             if self.access(op, op.ptr, op.indices, op.stride_exprs) is None:
@@ -349,8 +351,8 @@ class _Builder:
                  for arg, v in zip(op.iter_args, op.inits, strict=True)]
         body = Block(arg_types=[IndexType(), *[v.type for v in inits]])
         self.map[op.iv] = body.args[0]
-        for old, new in zip(op.iter_args, body.args[1:], strict=True):
-            self.map[old] = new
+        for old, arg in zip(op.iter_args, body.args[1:], strict=True):
+            self.map[old] = arg
         for inner in op.body.block.ops:
             if isinstance(inner, loop.YieldOp):
                 values = [self.vec(v, body) if arg in self.a.varying else self.get(v)

@@ -2,10 +2,12 @@
 
 ``Arch`` names an instruction set the C target can print vector loops for,
 and its f32 vector width. ``host_arch()`` reads the CPU's flags (Linux
-``/proc/cpuinfo``) or ``NANOCOMPILE_ARCH`` (``scalar`` or ``avx2``) to
-override it; the default schedules vectorize only when the arch has vectors.
-AVX2+VNNI and AVX-512 are named here for the int8 and 16-lane phases that
-follow; the C target prints 8-lane AVX2 today.
+``/proc/cpuinfo``: the widest of ``avx512`` (``avx512f``), ``avx2`` and
+``scalar`` the CPU runs) or ``NANOCOMPILE_ARCH`` (``scalar``, ``avx2`` or
+``avx512``, checked against the flags) to override it; the default schedules
+vectorize only when the arch has vectors, by its lane count. The C target
+prints a vector by its lane count (``targets/c_vector.py``: 8 lanes as AVX2,
+16 as AVX-512F), so the arch decides only what the schedules ask for.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Arch:
-    """An instruction set: its name, f32 lanes per vector (1: scalar) and the
-    CPU flags it needs."""
+    """An instruction set: its name, f32 lanes per vector (1: scalar), the CPU
+    flags it needs and its vector registers (0: scalar)."""
 
     name: str
     f32_lanes: int
     cpu_flags: tuple[str, ...]
+    vector_registers: int = 0
 
     @property
     def vector(self) -> bool:
@@ -30,8 +33,10 @@ class Arch:
 
 
 SCALAR = Arch("scalar", 1, ())
-AVX2 = Arch("avx2", 8, ("avx2",))
-ARCHES = {a.name: a for a in (SCALAR, AVX2)}
+AVX2 = Arch("avx2", 8, ("avx2",), 16)
+AVX512 = Arch("avx512", 16, ("avx512f",), 32)
+ARCHES = {a.name: a for a in (SCALAR, AVX2, AVX512)}
+WIDEST_FIRST = (AVX512, AVX2)  # what host_arch() looks for, in order
 
 
 class ArchError(ValueError):
@@ -70,5 +75,12 @@ def host_arch() -> Arch:
             return arch_named(override)
         except ArchError as e:
             raise ArchError(f"NANOCOMPILE_ARCH: {e}") from None
-    flags = cpu_flags()
-    return AVX2 if "avx2" in flags else SCALAR
+    return widest_arch(cpu_flags())
+
+
+def widest_arch(flags: frozenset[str]) -> Arch:
+    """The widest arch a CPU with ``flags`` runs (``scalar`` when none)."""
+    for arch in WIDEST_FIRST:
+        if all(f in flags for f in arch.cpu_flags):
+            return arch
+    return SCALAR

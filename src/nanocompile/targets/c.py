@@ -42,7 +42,7 @@ from nanocompile.dialects import loop
 from nanocompile.ir.checks import where
 from nanocompile.ir.dtypes import numpy_dtype
 from nanocompile.ir.symbolic import Expr
-from nanocompile.targets.c_vector import AVX2_PRELUDE, vector_c_type, vector_expr, vector_prefix
+from nanocompile.targets.c_vector import vector_c_type, vector_expr, vector_prefix, vector_prelude
 
 
 class EmitError(ValueError):
@@ -138,8 +138,8 @@ _BINARY = {
 }
 _CMPF = {"ole": "<=", "une": "!=", "olt": "<", "oge": ">=", "ogt": ">", "oeq": "=="}
 _CMPI = {"sle": "<=", "slt": "<", "sge": ">=", "sgt": ">", "ne": "!=", "eq": "=="}
-_MATH = {xmath.ExpOp: "expf", xmath.SqrtOp: "sqrtf", xmath.SinOp: "sinf",
-         xmath.CosOp: "cosf"}
+_MATH: dict[type[Operation], str] = {xmath.ExpOp: "expf", xmath.SqrtOp: "sqrtf",
+                                     xmath.SinOp: "sinf", xmath.CosOp: "cosf"}
 _CASTS = (arith.FPToSIOp, arith.SIToFPOp, arith.UIToFPOp, arith.ExtSIOp, arith.ExtUIOp,
           arith.TruncIOp, arith.IndexCastOp)
 
@@ -172,12 +172,14 @@ class CEmitter:
 
     def emit_module(self, module: ModuleOp) -> str:
         parts = [PRELUDE]
-        if any(isinstance(r.type, VectorType) for op in module.walk() for r in op.results):
-            parts.append(AVX2_PRELUDE)
+        lanes = {r.type.get_shape()[0] for op in module.walk() for r in op.results
+                 if isinstance(r.type, VectorType)}
+        if lanes:
+            parts.append(vector_prelude(lanes))
         if any(isinstance(op, loop.ForOp) and op.parallel is not None for op in module.walk()):
-            from nanocompile.backend.pool import POOL_C
+            from nanocompile.targets.c_runtime import POOL_C
 
-            parts.append(POOL_C)
+            parts.append("\n" + POOL_C)  # after a blank line
         for op in module.ops:
             if isinstance(op, loop.KernelOp):
                 parts.append(self.emit_kernel(op))
@@ -190,7 +192,8 @@ class CEmitter:
 
     # -- kernels --------------------------------------------------------------
     def emit_kernel(self, kernel: loop.KernelOp) -> str:
-        f = _Function({}, [], kernel=kernel_c_name(kernel.sym_name.data), types={}, tasks=[],
+        types: dict[SSAValue, str] = {}
+        f = _Function({}, [], kernel=kernel_c_name(kernel.sym_name.data), types=types, tasks=[],
                       symbols=kernel.symbols)
         params = []
         for i, (arg, mode) in enumerate(zip(kernel.args, kernel.modes, strict=True)):
@@ -198,7 +201,7 @@ class CEmitter:
             ctype = C_TYPES[arg.type.dtype.data]
             qual = "" if mode == "w" else "const "
             f.names[arg] = f"p{i}"
-            f.types[arg] = f"{qual}{ctype} *restrict"  # type: ignore[index]
+            types[arg] = f"{qual}{ctype} *restrict"
             params.append(f"{qual}{ctype} *restrict p{i}")
         params += [f"const int64_t {s}" for s in kernel.symbols]
         f.lines.append(f"static __attribute__((noinline)) int32_t "
@@ -253,7 +256,7 @@ class CEmitter:
         head += ["  int32_t rc;", "};", "",
                  f"static void {task}(void *ctx_, int64_t b_, int64_t e_) {{",
                  f"  struct {struct} *ctx = ctx_;"]
-        local = {name: (f.types or {}).get(v, decl) for (name, decl), v in
+        local = {name: decl if v is None else (f.types or {}).get(v, decl) for (name, decl), v in
                  zip(fields, [*free, *([None] * len(f.symbols))], strict=True)}
         head += [f"  const {decl} {name} = ctx->{name};" if decl == "int64_t" else
                  f"  {local[name]} {name} = ctx->{name};" for name, decl in fields]
@@ -280,6 +283,7 @@ class CEmitter:
         trips = (f"{f[op.ub]} - {f[op.lb]}" if op.step.data == 1 else
                  f"({f[op.ub]} - {f[op.lb]} + INT64_C({op.step.data - 1})) / "
                  f"INT64_C({op.step.data})")
+        assert op.parallel is not None  # _emit_for sends only parallel loops here
         f.lines.append(f"{pad}nc_parallel_for({trips}, {op.parallel.data}, {task}, &ctx{n});")
         f.lines.append(f"{pad}if (ctx{n}.rc != 0) return ctx{n}.rc;")
 
@@ -332,7 +336,8 @@ class CEmitter:
             value = f"{ptr}[{index_c([f[i] for i in op.indices], op.stride_exprs)}]"
             if op.lanes is None:
                 return value
-            return f"{vector_prefix(op.result.type)}_loadu_ps(&{value})"  # type: ignore
+            assert isinstance(op.result.type, VectorType)
+            return f"{vector_prefix(op.result.type)}_loadu_ps(&{value})"
         vector = vector_expr(op, f.__getitem__)
         if vector is not None:
             return vector
@@ -422,8 +427,9 @@ class CEmitter:
                             f"temp_offsets[{n_temp}]);")
                 n_temp += 1
             else:
+                assert buf.buffer_name is not None  # the verifier names io buffers
                 body.append(f"  {ctype} *const {bname} = ({ctype} *)io[{n_io}];"
-                            f"  /* {kind} {buf.buffer_name.data} */")  # type: ignore[union-attr]
+                            f"  /* {kind} {buf.buffer_name.data} */")
                 n_io += 1
         body.append("  int32_t rc;")
         return body
@@ -491,16 +497,12 @@ def _kernels_by_name(program: loop.ProgramOp) -> dict[str, loop.KernelOp]:
             if isinstance(op, loop.KernelOp)}
 
 
-def _nan_literal(v: np.float32) -> str:
-    return float_literal(float(np.float32(v)))  # the payload survives the f64 round trip
-
-
 def _const_array(name: str, buf: loop.BufferOp) -> str:
     assert buf.value is not None
     dtype = buf.result.type.dtype.data
     values = buf.value.to_array()
     if dtype == "f32":
-        items = [float_literal(float(v)) if not np.isnan(v) else _nan_literal(v) for v in values]
+        items = [float_literal(float(v)) for v in values]
     elif dtype == "bool":
         items = ["true" if v else "false" for v in values]
     else:
@@ -518,4 +520,5 @@ class EmitCTarget(Target):
     name = "c"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        output.write(CEmitter().emit_module(module))
+        # then an empty line, as xDSL's mlir target and `nanocompile dump --stage c` end
+        output.write(CEmitter().emit_module(module) + "\n")

@@ -26,6 +26,8 @@ import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from nanocompile.checkpoint.jsonfile import JSONFileError, read_json
+
 CONFIG_FILE = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
@@ -57,26 +59,49 @@ def _strftime_now(fmt: str) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _compile(template: str) -> jinja2.Template:
+    """The compiled template; raises ``jinja2.TemplateSyntaxError``."""
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
     )
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
-    try:
-        return env.from_string(template)
-    except jinja2.TemplateSyntaxError as err:
-        raise ChatTemplateError(f"chat template does not parse: {err} (line {err.lineno})") from err
+    return env.from_string(template)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _failing_line(error: BaseException) -> int | None:
+    """The template line being rendered when ``error`` was raised.
+
+    Jinja rewrites a rendering traceback so the template's frames carry the
+    template's own line numbers (``from_string`` names them ``<template>``);
+    the innermost such frame is the failing line.
+    """
+    line = None
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _at(name: str, line: int | None) -> str:
+    return name if line is None else f"{name}:{line}"
 
 
 def _read_config(directory: Path) -> dict[str, Any]:
     file = directory / CONFIG_FILE
-    if not file.is_file():
+    if not os.path.lexists(file):
         return {}
     try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ChatTemplateError(f"{file} is not valid JSON: {err}") from err
+        config = read_json(file)
+    except JSONFileError as err:
+        raise ChatTemplateError(f"{file}: {err}") from None
     if not isinstance(config, dict):
         raise ChatTemplateError(f"{file} must hold a JSON object")
     return config
@@ -95,19 +120,24 @@ def _template_from_config(config: Mapping[str, Any], where: Path) -> str | None:
 
 def load_chat_template(snapshot_dir: str | os.PathLike[str]) -> str:
     """The snapshot's chat template: `chat_template.jinja`, else tokenizer_config.json's."""
+    return _load_template(snapshot_dir)[0]
+
+
+def _load_template(snapshot_dir: str | os.PathLike[str]) -> tuple[str, str]:
+    """The snapshot's chat template and where it came from (for error messages)."""
     directory = Path(snapshot_dir)
     if not directory.is_dir():
         raise FileNotFoundError(f"snapshot directory not found: {directory}")
     jinja_file = directory / TEMPLATE_FILE
     if jinja_file.is_file():
-        return jinja_file.read_text(encoding="utf-8")
+        return jinja_file.read_text(encoding="utf-8"), str(jinja_file)
     template = _template_from_config(_read_config(directory), directory / CONFIG_FILE)
     if template is None:
         raise ChatTemplateError(
             f"snapshot {directory} has no chat template "
             f"(no {TEMPLATE_FILE}, no 'chat_template' in {CONFIG_FILE})"
         )
-    return template
+    return template, f"{directory / CONFIG_FILE}:chat_template"
 
 
 def _special_tokens(snapshot_dir: str | os.PathLike[str] | None) -> dict[str, str]:
@@ -149,20 +179,36 @@ def render_chat(
     `template` is used when given; otherwise the chat template of
     `snapshot_dir`. With `add_generation_prompt` the text ends with the
     opening of an assistant turn, ready for generation.
+
+    A template is a program: whatever it raises while rendering (its own
+    `raise_exception`, a `TypeError`, a `ZeroDivisionError`, the sandbox's
+    `OverflowError` or `SecurityError`, a `RecursionError`) becomes one
+    `ChatTemplateError` line naming the template's file and line.
     """
     _check_messages(messages)
+    name = "<template>"
     if template is None:
         if snapshot_dir is None:
             raise ChatTemplateError("render_chat needs a template or a snapshot_dir")
-        template = load_chat_template(snapshot_dir)
-    compiled = _compile(template)
+        template, name = _load_template(snapshot_dir)
+    try:
+        compiled = _compile(template)
+    except jinja2.TemplateSyntaxError as err:
+        raise ChatTemplateError(
+            f"{_at(name, err.lineno)}: chat template does not parse: {err.message}") from None
+    variables = _special_tokens(snapshot_dir)
     try:
         return compiled.render(
             messages=[dict(m) for m in messages],
             tools=None,
             documents=None,
             add_generation_prompt=add_generation_prompt,
-            **_special_tokens(snapshot_dir),
+            **variables,
         )
     except jinja2.TemplateError as err:
-        raise ChatTemplateError(f"chat template failed: {err}") from err
+        where = _at(name, _failing_line(err))
+        raise ChatTemplateError(f"{where}: chat template failed: {_first_line(err)}") from err
+    except Exception as err:  # any failure of the template's own code
+        where = _at(name, _failing_line(err))
+        raise ChatTemplateError(
+            f"{where}: chat template failed: {type(err).__name__}: {_first_line(err)}") from err

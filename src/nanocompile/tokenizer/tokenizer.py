@@ -19,6 +19,7 @@ import codecs
 import functools
 import operator
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -26,6 +27,19 @@ import tokenizers
 from tokenizers import decoders
 
 TOKENIZER_FILE = "tokenizer.json"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_undecodable(text: str) -> tuple[str, int]:
+    """``text`` with each lone surrogate replaced by U+FFFD, and how many there were.
+
+    Python decodes bytes that are not UTF-8 (in ``sys.argv``, the environment,
+    and stdin under a C locale) with ``surrogateescape``: each undecodable byte
+    becomes one lone surrogate (U+DC80..U+DCFF). Such a str is not valid
+    Unicode and ``Tokenizer.encode`` rejects it; this is what the command line
+    does instead, one U+FFFD per byte (half of a surrogate pair counts as one).
+    """
+    return _SURROGATE.subn("\ufffd", text)
 
 
 @functools.cache
@@ -111,9 +125,18 @@ class Tokenizer:
         and transformers' `split_special_tokens=True` do), so user input cannot
         smuggle in control tokens. Added tokens that are not special (Qwen's
         `<tool_call>`) are ordinary words of the vocabulary and match either way.
+
+        `text` must be valid Unicode: a lone surrogate (what Python makes of a
+        byte that is not UTF-8) is a ValueError; see `replace_undecodable`.
         """
         if not isinstance(text, str):
             raise TypeError(f"encode expects str, got {type(text).__name__}")
+        bad = _SURROGATE.search(text)
+        if bad is not None:  # the tokenizers library would fail with a TypeError
+            raise ValueError(
+                f"expected valid Unicode text, got a lone surrogate U+{ord(bad.group()):04X} at "
+                f"index {bad.start()} (an undecodable byte? replace_undecodable() makes each "
+                "one U+FFFD)")
         backend = self._backend if allow_special else self._ordinary_backend
         return backend.encode(text, add_special_tokens=False).ids
 
@@ -135,6 +158,7 @@ class Tokenizer:
                 f"{type(self._backend.decoder).__name__}"
             )
         text = self._backend.id_to_token(self._check_id(token_id))
+        assert text is not None  # _check_id rejects an id without a token
         table = unicode_to_byte()
         if all(c in table for c in text):
             return bytes(table[c] for c in text)

@@ -5,8 +5,13 @@ passes and targets. Two things are added to the stock driver:
 
 * every parsed op remembers where it was written, so a verifier error is
   reported as ``file:line:col`` with the offending line underlined;
-* bad input (a parse error, an invalid op, an unknown pass, a missing file)
-  ends in one diagnostic on stderr and exit code 1, never a traceback.
+* bad input (a parse error, an invalid op, an unknown pass, a malformed pass
+  pipeline, a missing file) ends in one diagnostic on stderr and exit code 1,
+  never a traceback.
+
+Only the targets that can print this project's IR are offered: xDSL's
+``mlir`` and nanocompile's own (``c``); xDSL's llvm, mps, wgsl and ``*-asm``
+targets expect other dialects.
 """
 
 from __future__ import annotations
@@ -17,10 +22,16 @@ import sys
 from collections.abc import Sequence
 from typing import IO
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    VerifyException,
+)
 from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -35,8 +46,8 @@ xdsl_fixes.apply()
 class LocatingParser(Parser):
     """A parser that remembers the source span of every operation it parses."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, ctx: Context, input: str | bytes, name: str = "<unknown>") -> None:
+        super().__init__(ctx, input, name)
         self.spans: dict[int, Span] = {}
 
     def parse_operation(self) -> Operation:
@@ -87,8 +98,7 @@ class NcOptMain(xDSLOptMain):
         super().register_all_targets()
         from nanocompile.targets import get_all_targets
 
-        for name, factory in get_all_targets().items():
-            self.available_targets[name] = factory
+        self.available_targets = {"mlir": self.available_targets["mlir"], **get_all_targets()}
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
@@ -106,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``nc-opt`` console script."""
     try:
         NcOptMain(description="nanocompile optimizer driver", args=argv).run()
+    except ArgSpecParseError as e:  # a BaseException in xDSL: a bad -p or -t spec
+        sys.exit(f"nc-opt: error: {e}".rstrip())
     except ParseError as e:
         sys.exit(f"nc-opt: parse error: {e}".rstrip())
     except DiagnosticException as e:

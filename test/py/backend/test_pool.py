@@ -25,8 +25,9 @@ import numpy as np
 import pytest
 
 from nanocompile.backend import gcc
-from nanocompile.backend.pool import MAX_THREADS, POOL_C, THREADS_ENV, PoolControl, env_threads
+from nanocompile.backend.pool import MAX_THREADS, THREADS_ENV, PoolControl, env_threads
 from nanocompile.targets.c import PRELUDE
+from nanocompile.targets.c_runtime import POOL_C
 
 THREAD_COUNTS = (1, 2, 3, 8)
 SIZES = (0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 97, 101, 1009, 4093, 65537, 10**6)

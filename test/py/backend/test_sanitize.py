@@ -322,17 +322,17 @@ def test_sanitizer_child_reports_a_real_overrun(kernel_cache: Path) -> None:
     (a C source edited before compiling) is reported by ASan in the same kind of
     child."""
     code = CHILD_COMMON + r'''
-from nanocompile.backend import runtime
 from nanocompile.frontend import GraphBuilder
+from nanocompile.targets.c import CEmitter
 gb = GraphBuilder("f")
 x = gb.input("x", "f32", ["n"])
 gb.output("y", -x)
 module = gb.finish_module()
 import re
-real = runtime.CEmitter.emit_module
+real = CEmitter.emit_module
 def emit_overrun(self, m):  # every loop runs one iteration too far
     return re.sub(r"(\w+) < (\w+); \+\+\1\)", r"\1 <= \2; ++\1)", real(self, m))
-runtime.CEmitter.emit_module = emit_overrun
+CEmitter.emit_module = emit_overrun
 program = compile_program(module, {}, fuse=False)
 assert "<= v0; ++" in program.source, program.source
 program.run({"x": np.ones(16, np.float32)})

@@ -1,5 +1,7 @@
 """The Graph dialect built from Python: inference, verification, registries."""
 
+import re
+
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
@@ -58,6 +60,66 @@ def test_const_round_trips_exact_floats() -> None:
     scalar = g.ConstOp(np.float32(2.5), "f32")
     assert scalar.result.type.dims == ()
     assert scalar.to_array().shape == ()
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype", "message"),
+    [
+        ([300], "i8", "expected i8 values in [-128, 127], got 300"),
+        (np.array([300]), "i8", "expected i8 values in [-128, 127], got 300"),  # wrapped to 44
+        (np.array([1e20]), "i64", "expected whole i64 values in [-9223372036854775808, "
+                                  "9223372036854775807], got 1e+20"),
+        ([2**63], "i64", "got 9223372036854775808"),
+        ([1.5], "i32", "expected whole i32 values"),  # truncated to 1
+        ([float("nan")], "i32", "expected whole i32 values"),
+        (np.array([1e39]), "f32", "expected f32 values within"),  # rounded to inf
+    ],
+)
+def test_const_values_must_fit_their_dtype(values: object, dtype: str, message: str) -> None:
+    """Issue 14, point 9: out-of-range constants wrapped, truncated or escaped as
+    NumPy's OverflowError; now one ValueError naming the value."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        g.ConstOp(values, dtype)  # type: ignore[arg-type]
+
+
+def test_const_values_in_range_are_kept() -> None:
+    edge = g.ConstOp(np.array([-128, 127, 0]), "i8")
+    assert edge.to_array().tolist() == [-128, 127, 0]
+    big = g.ConstOp(np.array([-(2**63), 2**63 - 1]), "i64")
+    assert big.to_array().tolist() == [-(2**63), 2**63 - 1]
+    assert g.ConstOp(np.array([2.0, -3.0]), "i32").to_array().tolist() == [2, -3]
+    specials = g.ConstOp(np.array([np.inf, -np.inf, np.nan, 3.4028235e38]), "f32").to_array()
+    assert np.isinf(specials[:2]).all()
+    assert np.isnan(specials[2])
+    assert g.ConstOp(np.array([True, False]), "bool").to_array().tolist() == [True, False]
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [([2**63], "expected shape coefficients below 2**63 in magnitude, got 9223372036854775808"),
+     (["seq", Expr.sym("seq") + 2**64], "got 18446744073709551616"),
+     ([-1, 4], "expected dims that can be non-negative, got -1"),
+     (["seq", Expr.const(-3)], "got -3")],
+)
+def test_dims_must_be_int64_and_not_negative(shape: list[object], message: str) -> None:
+    """Issue 14, point 9: a dim of 2**63 reached the C as INT64_C(9223372036854775808)."""
+    with pytest.raises(VerifyException, match=re.escape(message)):
+        g.InputOp("x", "f32", shape)  # type: ignore[arg-type]
+
+
+def test_a_symbol_bound_by_no_input_inside_a_region_is_rejected() -> None:
+    """Issue 14, point 9: fuse moves a graph.dim of an unbound symbol into a
+    region, where the graph.func verifier did not look: the module verified and
+    lowering failed later with a Loop-IR error."""
+    from nanocompile.compiler import optimize_graph
+    from nanocompile.frontend import GraphBuilder
+
+    gb = GraphBuilder("f")
+    x = gb.input("x", "i64", ["seq"])
+    gb.output("y", x + gb.dim("n"))
+    with pytest.raises(VerifyException, match=r"graph.dim: symbol 'n' .* is not bound by any "
+                       r"graph.input \(bound: \['seq'\]\)"):
+        optimize_graph(gb.finish_module())
 
 
 def test_dominance_checker_catches_use_before_def() -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -224,6 +226,37 @@ def test_draws_follow_the_softmax(params: SamplingParams, kept: int | None) -> N
 def test_validation(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         SamplingParams(**kwargs)  # type: ignore[arg-type]
+
+
+F32_MAX = "3.4028235e+38"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"temperature": 1e39}, f"temperature must be at most {F32_MAX} (finite in f32), "
+                                "got 1e+39"),
+        ({"temperature": 3.5e38}, "finite in f32"),  # rounds to inf in f32
+        ({"repetition_penalty": 1e-50}, "repetition_penalty must be finite and > 0 in f32, "
+                                        "got 1e-50"),  # 0 in f32: a division by zero
+        ({"repetition_penalty": 1e39}, "repetition_penalty must be finite and > 0 in f32"),
+    ],
+)
+def test_validation_in_f32_terms(kwargs: dict[str, object], message: str) -> None:
+    """Issue 14, point 9: values fine as f64 but 0 or inf in f32 gave NumPy
+    warnings and later a misleading "logits contain +inf" (or sampled on)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no NumPy warning on the way
+        with pytest.raises(ValueError, match=re.escape(message)):
+            SamplingParams(**kwargs)  # type: ignore[arg-type]
+
+
+def test_values_at_the_f32_limits_are_accepted() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert SamplingParams(temperature=3.4028235e38).temperature == 3.4028235e38
+        assert SamplingParams(repetition_penalty=1.5e-45).repetition_penalty == 1.5e-45
+        assert SamplingParams(repetition_penalty=3.4e38).repetition_penalty == 3.4e38
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _arches import arch_params
 from _prompts import prompt_ids
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -31,7 +32,7 @@ from nanocompile.schedule.primitives import (
     SharedWrite,
     parallel,
 )
-from nanocompile.targets.arch import AVX2
+from nanocompile.targets.arch import AVX2, AVX512, Arch
 
 KERNEL = """
 loop.kernel @k(%0: !loop.ptr<f32>, %1: !loop.ptr<f32>) syms ["n"] access ["w", "r"]
@@ -111,8 +112,9 @@ def _module(layers: int | None = None) -> ModuleOp:
                                                                            last_only=True))))
 
 
-def test_default_schedules_parallelize_the_matmuls() -> None:
-    scheduled, fallbacks = schedule_loop(_module(1), AVX2)
+@pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
+def test_default_schedules_parallelize_the_matmuls(arch: Arch) -> None:
+    scheduled, fallbacks = schedule_loop(_module(1), arch)
     # refused candidates: vectorizing RoPE, the causal mask and the scores
     # (per-lane index compares), each falling back to the next candidate
     assert all("vectorize" in f for f in fallbacks), fallbacks
@@ -128,7 +130,10 @@ def test_default_schedules_parallelize_the_matmuls() -> None:
     assert len(packed) == 6  # q, k/v, o, gate/up, down, LM head: packed and vectorized
 
 
-def _bitwise_at_threads(directory: Path, steps: list[int]) -> None:
+def _bitwise_at_threads(directory: Path, steps: list[int],
+                        thread_counts: tuple[int, ...] = (1, 2, 3, 8)) -> str:
+    """The scheduled program (host arch) equals the unscheduled one bit for bit:
+    prompt, cached steps and the cache, at each thread count; its C source."""
     snap = Snapshot.open(directory)
     weights = F32Weights(snap)
     graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True))
@@ -139,7 +144,7 @@ def _bitwise_at_threads(directory: Path, steps: list[int]) -> None:
     ref_cache = serial.new_cache(len(ids) + len(steps))
     refs = [serial.forward(chunk, ref_cache) for chunk in [ids, *[[s] for s in steps]]]
     n = ref_cache.length
-    for threads in (1, 2, 3, 8):
+    for threads in thread_counts:
         assert program.set_threads(threads) == threads
         cache = threaded.new_cache(len(ids) + len(steps))
         for chunk, ref in zip([ids, *[[s] for s in steps]], refs, strict=True):
@@ -149,10 +154,27 @@ def _bitwise_at_threads(directory: Path, steps: list[int]) -> None:
         for got, want in ((cache.keys, ref_cache.keys), (cache.values, ref_cache.values)):
             np.testing.assert_array_equal(got[:, :, :n].view(np.uint32),
                                           want[:, :, :n].view(np.uint32))
+    return program.source
 
 
 def test_tiny_model_bitwise_at_1_2_3_8_threads(tiny_snapshot: Path) -> None:
     _bitwise_at_threads(tiny_snapshot, [11, 42])
+
+
+VECTOR_C_TYPE = {"scalar": None, "avx2": "__m256", "avx512": "__m512"}
+
+
+@pytest.mark.parametrize("arch", arch_params())
+def test_tiny_model_bitwise_on_every_arch(tiny_snapshot: Path, arch: Arch,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """scalar = AVX2 = AVX-512 = unscheduled, bit for bit, at 1, 2 and 3 threads
+    (each arch where the CPU runs it)."""
+    monkeypatch.setenv("NANOCOMPILE_ARCH", arch.name)
+    source = _bitwise_at_threads(tiny_snapshot, [11, 42], (1, 2, 3))
+    for name, c_type in VECTOR_C_TYPE.items():  # the arch's vectors (in kernels), only those
+        if c_type is not None:
+            assert (f"const {c_type} " in source) == (name == arch.name), name
+    assert "nc_parallel_for(" in source.split("static __attribute__((noinline))", 1)[1]
 
 
 @pytest.mark.slow

@@ -8,15 +8,17 @@ around it, checked after the run) sees any write outside it.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
+from _arches import arch_params, missing_reason
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, VectorType
 from xdsl.parser import Parser
 
 from nanocompile.backend.guarded_arena import GuardedArena
-from nanocompile.backend.runtime import CompiledProgram
-from nanocompile.compiler import lower_to_loop, optimize_graph, schedule_loop
+from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph, schedule_loop
 from nanocompile.dialects import get_all_dialects, loop, sched
 from nanocompile.frontend.composites import linear
 from nanocompile.frontend.tensor import GraphBuilder
@@ -39,7 +41,7 @@ from nanocompile.schedule.vectorize import (
     UniformStore,
     vectorize,
 )
-from nanocompile.targets.arch import AVX2, SCALAR
+from nanocompile.targets.arch import AVX2, AVX512, SCALAR, Arch
 
 
 def two_projections(k: int, n: int) -> ModuleOp:
@@ -73,30 +75,54 @@ def _scheduled(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
     return out
 
 
+def _grid(lanes: int) -> list[tuple[str, object]]:
+    """Vector schedules of the first projection with ``lanes``-lane vectors."""
+    return [
+        (f"pack + vectorize {lanes}", lambda w: [sched.Pack(1, lanes),
+                                                 sched.Vectorize("d1", lanes)]),
+        ("pack + split + vectorize + privatize + parallel", lambda w: [
+            sched.Pack(1, lanes), sched.Split("d1", w, "d1o", "d1i"),
+            sched.Vectorize("d1i", lanes), sched.Privatize("k"), sched.Parallel("d1o")]),
+        ("rows x columns jam with a peeled row", lambda w: [
+            sched.Pack(1, lanes), sched.Split("d1", w, "d1o", "d1i"),
+            sched.Reorder(("d1o", "d0")), sched.Split("d0", 2, "d0o", "d0i", peel=True),
+            sched.Vectorize("d1i", lanes), sched.Privatize("k"), sched.Privatize("k"),
+            sched.Vectorize("d1i_tail", lanes), sched.Privatize("k_tail"),
+            sched.Parallel("d1o")]),
+    ]
+
+
 GRID = [
-    ("pack + vectorize 8", lambda w: [sched.Pack(1, 8), sched.Vectorize("d1", 8)]),
-    ("pack + split + vectorize + privatize + parallel", lambda w: [
-        sched.Pack(1, 8), sched.Split("d1", w, "d1o", "d1i"), sched.Vectorize("d1i", 8),
-        sched.Privatize("k"), sched.Parallel("d1o")]),
-    ("rows x columns jam with a peeled row", lambda w: [
-        sched.Pack(1, 8), sched.Split("d1", w, "d1o", "d1i"), sched.Reorder(("d1o", "d0")),
-        sched.Split("d0", 2, "d0o", "d0i", peel=True), sched.Vectorize("d1i", 8),
-        sched.Privatize("k"), sched.Privatize("k"), sched.Vectorize("d1i_tail", 8),
-        sched.Privatize("k_tail"), sched.Parallel("d1o")]),
+    *_grid(8),
     ("pack 4 + split + reorder + vectorize 4 + privatize", lambda w: [
         sched.Pack(1, 4), sched.Split("d1", w, "d1o", "d1i"),
         sched.Reorder(("d1o", "d0")), sched.Vectorize("d1i", 4), sched.Privatize("k")]),
 ]
+# per arch: (k, n, tile) with whole vectors of its lanes in every tile
+SHAPES = {AVX2: [(5, 16, 16), (16, 24, 8), (9, 48, 16), (16, 64, 32)],
+          AVX512: [(5, 16, 16), (9, 48, 16), (16, 64, 32), (7, 128, 64)]}
+GRIDS = {AVX2: GRID, AVX512: _grid(16)}
 
 
-@pytest.mark.parametrize(("k", "n", "tile"), [(5, 16, 16), (16, 24, 8), (9, 48, 16), (16, 64, 32)])
-def test_vector_schedules_are_bitwise_and_in_bounds(k: int, n: int, tile: int) -> None:
+def _arch_cases() -> list[object]:
+    cases = []
+    for param in arch_params((AVX2, AVX512)):
+        arch = param.values[0]
+        cases += [pytest.param(arch, *shape, id=f"{arch.name}-{'-'.join(map(str, shape))}",
+                               marks=param.marks) for shape in SHAPES[arch]]
+    return cases
+
+
+@pytest.mark.parametrize(("arch", "k", "n", "tile"), _arch_cases())
+def test_vector_schedules_are_bitwise_and_in_bounds(arch: Arch, k: int, n: int,
+                                                    tile: int) -> None:
+    grid = GRIDS[arch]
     rng = np.random.default_rng(k * 100 + n)
     module = two_projections(k, n)
     weights = _weights(k, n, rng)
-    reference = CompiledProgram(module, weights)
-    for label, directives in GRID:
-        program = CompiledProgram(_scheduled(module, directives(tile)), weights)
+    reference = compile_loop(module, weights)
+    for label, directives in grid:
+        program = compile_loop(_scheduled(module, directives(tile)), weights)
         guarded = GuardedArena(program)
         for seq in (1, 2, 3, 7):
             x = rng.standard_normal((seq, k)).astype(np.float32)
@@ -104,6 +130,111 @@ def test_vector_schedules_are_bitwise_and_in_bounds(k: int, n: int, tile: int) -
             want = reference.run({"x": x})["out"]
             got = guarded.run({"x": x})["out"]
             assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (label, seq)
+
+
+# One kernel with every vector op the C target prints, one output row per op:
+# (row name, the scalar ops computing %r from a = x[i], b = y[i], the uniform
+# g = y[0] and its condition g > 0).
+LANE_OPS = [
+    ("add", "%r = arith.addf %a, %b : f32"),
+    ("sub", "%r = arith.subf %a, %b : f32"),
+    ("mul", "%r = arith.mulf %a, %b : f32"),
+    ("div", "%r = arith.divf %a, %b : f32"),
+    ("neg", "%r = arith.negf %a : f32"),
+    ("sqrt", "%r = math.sqrt %a : f32"),
+    ("max", "%r = arith.maximumf %a, %b : f32"),
+    ("exp", "%r = math.exp %a : f32"),
+    ("sin", "%r = math.sin %a : f32"),
+    ("cos", "%r = math.cos %a : f32"),
+    *[(f"select {p}", f"%m = arith.cmpf {p}, %a, %b : f32\n%r = arith.select %m, %a, %b : f32")
+      for p in ("ole", "une", "olt", "oge", "ogt", "oeq")],
+    ("splat", "%k = arith.constant -0.0 : f32\n%s = arith.subf %k, %a : f32\n"
+              "%r = arith.mulf %s, %g : f32"),
+    ("uniform select", "%r = arith.select %up, %a, %b : f32"),
+]
+LANE_N = 53  # 3 vectors of 16 (6 of 8, 13 of 4) and a scalar tail
+
+
+def _lane_ops_module() -> ModuleOp:
+    n, rows = LANE_N, len(LANE_OPS)
+    body = []
+    for row, (_, ops) in enumerate(LANE_OPS):  # each row's own values get a suffix
+        body += re.sub(r"%(?!(?:a|b|g|up)\b)(\w+)", rf"%\1_{row}", ops).split("\n")
+        body += [f"%c_{row} = arith.constant {row} : index",
+                 f"loop.store %r_{row}, %0[%c_{row}, %i] strides [{n}, 1] : f32"]
+    loop_body = "\n      ".join(body)
+    vec = f"!loop.buf<[{n}], f32>"
+    view = f"!loop.view<[{n}], f32>"
+    out = f"[{rows}, {n}]"
+    text = f"""builtin.module {{
+  loop.kernel @ops(%0: !loop.ptr<f32>, %1: !loop.ptr<f32>, %2: !loop.ptr<f32>) syms []
+      access ["w", "r", "r"]
+      footprints [#loop.fp<{out}, [{n}, 1]>, #loop.fp<[{n}], [1]>, #loop.fp<[{n}], [1]>] {{
+    %c0 = arith.constant 0 : index
+    %cn = arith.constant {n} : index
+    %g = loop.load %2[%c0] strides [1] : f32
+    %zero = arith.constant 0.0 : f32
+    %up = arith.cmpf ogt, %g, %zero : f32
+    loop.for "d0" %i = %c0 to %cn {{
+      %a = loop.load %1[%i] strides [1] : f32
+      %b = loop.load %2[%i] strides [1] : f32
+      {loop_body}
+    }}
+  }}
+  loop.program @p syms [] {{
+    %x = loop.buffer input "x" : {vec}
+    %vx = loop.view %x layout <0, [1]> : {vec} -> {view}
+    %y = loop.buffer input "y" : {vec}
+    %vy = loop.view %y layout <0, [1]> : {vec} -> {view}
+    %o = loop.buffer output "out" : !loop.buf<{out}, f32>
+    %vo = loop.view %o layout <0, [{n}, 1]> : !loop.buf<{out}, f32> -> !loop.view<{out}, f32>
+    loop.launch @ops(%vo, %vx, %vy) : !loop.view<{out}, f32>, {view}, {view}
+    loop.output "out" = %o : !loop.buf<{out}, f32>
+  }}
+}}"""
+    ctx = Context()
+    for name, factory in get_all_dialects().items():
+        ctx.register_dialect(name, factory)
+    return Parser(ctx, text).parse_module()
+
+
+def _special_values(rng: np.random.Generator) -> np.ndarray:
+    """NaNs (quiet and signalling, payloads, both signs), infinities, signed
+    zeros, subnormals, the extremes, then ordinary values."""
+    bits = np.array([0x7FC00000, 0xFFC00001, 0x7FA00005, 0xFF800123, 0x7F800000, 0xFF800000,
+                     0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x7F7FFFFF, 0xFF7FFFFF,
+                     0x3F800000, 0xBF800000], np.uint32).view(np.float32)
+    rest = (rng.standard_normal(LANE_N - len(bits)) * 4).astype(np.float32)
+    return np.concatenate([bits, rest])
+
+
+@pytest.mark.parametrize(("lanes", "arch"), [
+    pytest.param(w, a, id=str(w), marks=[pytest.mark.skip(reason=r)] if (r := missing_reason(a))
+                 else []) for w, a in ((4, AVX2), (8, AVX2), (16, AVX512))])
+def test_every_vector_op_gives_the_scalar_bits(lanes: int, arch: Arch) -> None:
+    """Each vector op of the C target, lane by lane, against the scalar C of the
+    same op on special values (NaN payloads, signed zeros, infinities,
+    subnormals) paired with each other: bitwise, except where IEEE leaves the
+    payload open (two NaNs meeting in a commutative add or mul: a NaN either way)."""
+    module = _lane_ops_module()
+    vectorized = module.clone()
+    vectorize(next(op for op in vectorized.ops if isinstance(op, loop.KernelOp)), "d0", lanes)
+    assert f"vector<{lanes}xf32>" in str(vectorized)
+    reference, program = compile_loop(module, {}), compile_loop(vectorized, {})
+    rng = np.random.default_rng(lanes)
+    x = _special_values(rng)
+    for shift in range(0, LANE_N, 3):  # pair every value with many others
+        for g in (np.float32(1.5), np.float32(-2.0)):  # the uniform condition both ways
+            y = np.roll(x, shift)
+            y[0] = g
+            want = reference.run({"x": x, "y": y})["out"]
+            got = program.run({"x": x, "y": y})["out"]
+            for row, (name, _) in enumerate(LANE_OPS):
+                w, v = want[row], got[row]
+                same = w.view(np.uint32) == v.view(np.uint32)
+                if name in ("add", "mul"):
+                    same |= np.isnan(x) & np.isnan(y) & np.isnan(v)
+                assert same.all(), (name, shift, np.flatnonzero(~same))
 
 
 def test_pack_relays_the_weight_and_keeps_the_bytes() -> None:
@@ -115,7 +246,7 @@ def test_pack_relays_the_weight_and_keeps_the_bytes() -> None:
     assert [str(d) for d in packed[0].result.type.dims] == ["3", "16", "8"]
     rng = np.random.default_rng(1)
     weights = _weights(16, 24, rng)
-    compiled = CompiledProgram(module, weights)
+    compiled = compile_loop(module, weights)
     relaid = compiled._packed[("w1", 8)]
     assert np.array_equal(relaid[2, 5], weights["w1"][16:24, 5])  # P[n/8, k, n%8] = W[n, k]
 
@@ -241,15 +372,16 @@ def test_pack_refusals() -> None:
         check_pack(from_input, _first_matmul(from_input), 1, 8)
 
 
-@pytest.mark.parametrize("arch", [SCALAR, AVX2], ids=lambda a: a.name)
-def test_default_schedules_fall_back_and_stay_bitwise(arch) -> None:
+@pytest.mark.parametrize("arch", arch_params())
+def test_default_schedules_fall_back_and_stay_bitwise(arch: Arch) -> None:
     rng = np.random.default_rng(7)
     module = two_projections(16, 64)
     weights = _weights(16, 64, rng)
     scheduled, _ = schedule_loop(module, arch)
     text = str(scheduled)
-    assert ("vector<8xf32>" in text) == arch.vector
-    reference, program = CompiledProgram(module, weights), CompiledProgram(scheduled, weights)
+    for lanes in (8, 16):  # the arch's vectors, only those
+        assert (f"vector<{lanes}xf32>" in text) == (arch.f32_lanes == lanes), lanes
+    reference, program = compile_loop(module, weights), compile_loop(scheduled, weights)
     x = rng.standard_normal((3, 16)).astype(np.float32)
     want, got = reference.run({"x": x})["out"], program.run({"x": x})["out"]
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
@@ -306,8 +438,8 @@ def test_privatize_refuses_stores_inside_the_reduction_loop() -> None:
     _unchanged(lambda k: privatize(k, "k"), kernel, NotPerfectlyNested)
 
 
-def test_arch_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nanocompile.targets.arch import ArchError, arch_named, host_arch
+def test_arch_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from nanocompile.targets.arch import ArchError, arch_named, cpu_flags, host_arch, widest_arch
 
     monkeypatch.setenv("NANOCOMPILE_ARCH", "scalar")
     assert host_arch() == SCALAR
@@ -316,6 +448,19 @@ def test_arch_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         host_arch()
     with pytest.raises(ArchError, match="needs CPU flags avx2"):
         arch_named("avx2", frozenset({"sse2"}))
+    with pytest.raises(ArchError, match="arch 'avx512' needs CPU flags avx512f, which this CPU"):
+        arch_named("avx512", frozenset({"avx2", "fma"}))
+    assert arch_named("avx512", frozenset({"avx2", "avx512f"})) == AVX512
+    # without the variable: the widest arch the flags allow
+    assert widest_arch(frozenset({"sse2", "avx2", "avx512f", "avx512bw"})) == AVX512
+    assert widest_arch(frozenset({"sse2", "avx2", "fma"})) == AVX2
+    assert widest_arch(frozenset({"sse2"})) == SCALAR
+    monkeypatch.delenv("NANOCOMPILE_ARCH")
+    assert host_arch() == widest_arch(cpu_flags())
+    flags = "flags\t\t: fpu sse2 avx2 avx512f\n"
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\n" + flags)
+    assert cpu_flags(cpuinfo) == {"fpu", "sse2", "avx2", "avx512f"}
 
 
 def test_apply_schedule_refusals_are_located(tmp_path) -> None:

@@ -185,6 +185,44 @@ def test_template_errors_are_reported() -> None:
         )
 
 
+RUNTIME_FAILURES = [
+    ("{{ 1 // 0 }}", "ZeroDivisionError"),
+    ("{{ messages[0].role + 1 }}", "TypeError"),
+    ("{{ range(10 ** 9) | list }}", "OverflowError"),  # the sandbox's MAX_RANGE
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "RecursionError"),
+    ("{{ '%q' % 1 }}", "ValueError"),
+]
+
+
+@pytest.mark.parametrize(("body", "error"), RUNTIME_FAILURES)
+def test_template_failing_at_run_time_names_its_file(tmp_path: Path, body: str,
+                                                     error: str) -> None:
+    """Any exception a template raises while rendering is one ChatTemplateError
+    line naming the template's file and line (issue 14, point 5)."""
+    user = [{"role": "user", "content": "x"}]
+    snapshot = _snapshot_with(tmp_path / "s", {"eos_token": "<|im_end|>"})
+    jinja_file = snapshot / "chat_template.jinja"
+    jinja_file.write_text("{# a comment #}\n" + body, encoding="utf-8")
+    with pytest.raises(ChatTemplateError) as info:
+        render_chat(user, add_generation_prompt=True, snapshot_dir=snapshot)
+    message = str(info.value)
+    assert message.startswith(f"{jinja_file}:2: chat template failed: {error}: "), message
+    assert "\n" not in message
+    in_config = _snapshot_with(tmp_path / "c", {"chat_template": body})
+    with pytest.raises(ChatTemplateError, match=f"tokenizer_config.json.*{error}"):
+        render_chat(user, add_generation_prompt=True, snapshot_dir=in_config)
+    with pytest.raises(ChatTemplateError, match=f"<template>:1: chat template failed: {error}"):
+        render_chat(user, add_generation_prompt=True, template=body)
+
+
+def test_template_that_does_not_parse_names_its_file(tmp_path: Path) -> None:
+    snapshot = _snapshot_with(tmp_path / "s", {})
+    (snapshot / "chat_template.jinja").write_text("ok\n{% if %}", encoding="utf-8")
+    with pytest.raises(ChatTemplateError, match=r"chat_template.jinja:2: chat template "
+                       r"does not parse"):
+        render_chat([{"role": "user"}], add_generation_prompt=True, snapshot_dir=snapshot)
+
+
 def test_template_is_sandboxed() -> None:
     user = [{"role": "user", "content": "x"}]
     with pytest.raises(ChatTemplateError, match="chat template failed"):

@@ -7,7 +7,9 @@ same ranks with no merge list, and (oracle) against transformers.
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -272,6 +274,31 @@ def test_decode_rejects_non_int_ids(tok: Tokenizer) -> None:
         tok.decode([True])
     with pytest.raises(TypeError, match="expects str"):
         tok.encode(b"bytes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [("\udcff", "U+DCFF at index 0"),  # os.fsdecode(b"\xff"): argv, stdin under a C locale
+     ("ok \udce9t\udce9", "U+DCE9 at index 3"),
+     ("\ud83d", "U+D83D at index 0")],  # half of a surrogate pair, from the API
+)
+def test_encode_rejects_lone_surrogates(tok: Tokenizer, text: str, where: str) -> None:
+    """Issue 14, point 4: once ``TypeError: TextInputSequence must be str`` from
+    the tokenizers library; now a ValueError saying what and where."""
+    with pytest.raises(ValueError, match=re.escape(
+            f"expected valid Unicode text, got a lone surrogate {where}")):
+        tok.encode(text)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        tok.encode(text, allow_special=False)
+
+
+def test_replace_undecodable() -> None:
+    from nanocompile.tokenizer.tokenizer import replace_undecodable
+
+    assert replace_undecodable("plain") == ("plain", 0)
+    assert replace_undecodable(os.fsdecode(b"caf\xc3\xa9 \xff\xfe!")) == (
+        "café \ufffd\ufffd!", 2)
+    assert replace_undecodable("\ud83d\ude00") == ("\ufffd\ufffd", 2)
 
 
 def test_from_dir_errors(tmp_path: Path) -> None:

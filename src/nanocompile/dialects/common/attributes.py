@@ -16,8 +16,11 @@ from xdsl.ir import Data
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
 
 from nanocompile.dialects.common.syntax import (
+    as_elements,
+    int64_coefficients_error,
     parse_dim_expr,
     parse_scalar,
     values_from_list,
@@ -42,6 +45,10 @@ class DimAttr(Data[Expr]):
         with printer.in_angle_brackets():
             printer.print_string(str(self.data))
 
+    def verify(self) -> None:
+        if (problem := int64_coefficients_error(self.data)) is not None:
+            raise VerifyException(problem)  # the C computes shapes in int64
+
 
 @irdl_attr_definition
 class ElementsAttr(Data[tuple[str, bytes]]):
@@ -61,10 +68,14 @@ class ElementsAttr(Data[tuple[str, bytes]]):
             if dtype not in DTYPES or dtype == "bf16":
                 parser.raise_error(f"expected a constant dtype, got '{dtype}'")
             parser.parse_punctuation(":")
+            start = parser.pos
             values = parser.parse_comma_separated_list(
                 parser.Delimiter.SQUARE, lambda: parse_scalar(parser)
             )
-            return dtype, values_from_list(dtype, values)
+            try:
+                return dtype, values_from_list(dtype, values)
+            except ValueError as e:  # a value the dtype cannot hold
+                parser.raise_error(str(e), start, parser.pos)
 
     def print_parameter(self, printer: Printer) -> None:
         dtype, raw = self.data
@@ -73,7 +84,8 @@ class ElementsAttr(Data[tuple[str, bytes]]):
 
     @staticmethod
     def from_array(array: np.ndarray, dtype: str) -> ElementsAttr:
-        flat = np.ascontiguousarray(array, dtype=numpy_dtype(dtype)).reshape(-1)
+        """The values of ``array`` as ``dtype``; a ValueError if one does not fit."""
+        flat = np.ascontiguousarray(as_elements(array, dtype)).reshape(-1)
         return ElementsAttr((dtype, flat.tobytes()))
 
     def to_array(self) -> np.ndarray:

@@ -48,7 +48,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
@@ -92,7 +92,9 @@ from nanocompile.dialects.graph.types import (
     ElementsAttr,
     TensorType,
     tensor_spec,
+    tensor_type,
 )
+from nanocompile.ir.checks import OpVerifyException
 
 # The dialect is defined here; its types and primitives live in types.py and
 # primitives.py and are re-exported, so ``graph.AddOp`` etc. keep working.
@@ -138,6 +140,7 @@ __all__ = [
     "WeightOp",
     "WhereOp",
     "tensor_spec",
+    "tensor_type",
 ]
 
 
@@ -278,8 +281,8 @@ class GraphFuncOp(IRDLOperation):
 
     def verify_(self) -> None:
         self.return_op()
-        for kind, ops in (("input", self.inputs()), ("weight", self.weights())):
-            names = [op.properties["name"].data for op in ops]  # type: ignore[union-attr]
+        for kind, names in (("input", [op.arg_name.data for op in self.inputs()]),
+                            ("weight", [op.weight_name.data for op in self.weights()])):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise VerifyException(
@@ -287,14 +290,13 @@ class GraphFuncOp(IRDLOperation):
                 )
         for op in self.block.ops:
             if not isinstance(op, GraphPrimitiveOp | FusedOp | ReturnOp):
-                error = VerifyException(f"graph.func @{self.sym_name.data}: {op.name} is not a "
-                                        "graph op (a graph holds primitives, graph.fused "
-                                        "and graph.return)")
-                error.op = op  # type: ignore[attr-defined]  # lets nc-opt locate it
-                raise error
+                raise OpVerifyException(f"graph.func @{self.sym_name.data}: {op.name} is not "
+                                        "a graph op (a graph holds primitives, graph.fused "
+                                        "and graph.return)", op)
         bound = self.bound_symbols()
-        for op in self.block.ops:
-            _check_bound(op, bound)
+        for op in self.block.walk():  # and inside graph.fused regions, where fuse moves ops
+            if isinstance(op, IRDLOperation):
+                _check_bound(op, bound)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -350,21 +352,24 @@ class ReturnOp(IRDLOperation):
         if not self.outputs:
             return
         printer.print_string(" ")
-        pairs = list(zip(self.names, self.outputs, strict=True))
-        printer.print_list(pairs, lambda p: (printer.print_string_literal(p[0]),
-                                             printer.print_string(" = "),
-                                             printer.print_operand(p[1])))
+
+        def pair(p: tuple[str, SSAValue]) -> None:
+            printer.print_string_literal(p[0])
+            printer.print_string(" = ")
+            printer.print_operand(p[1])
+
+        printer.print_list(list(zip(self.names, self.outputs, strict=True)), pair)
         printer.print_string(" : ")
         printer.print_list([v.type for v in self.outputs], printer.print_attribute)
 
     @classmethod
     def parse(cls, parser: Parser) -> ReturnOp:
-        def pair() -> tuple[str, object]:
+        def pair() -> tuple[str, UnresolvedOperand]:
             name = parser.parse_str_literal()
             parser.parse_punctuation("=")
             return name, parser.parse_unresolved_operand()
 
-        pairs: list[tuple[str, object]] = []
+        pairs: list[tuple[str, UnresolvedOperand]] = []
         if (first := parser.parse_optional_str_literal()) is not None:
             parser.parse_punctuation("=")
             pairs.append((first, parser.parse_unresolved_operand()))
@@ -376,8 +381,7 @@ class ReturnOp(IRDLOperation):
                 parser.raise_error(f"expected {len(pairs)} output types, got {len(types)}")
         else:
             types = []
-        values = [parser.resolve_operand(u, t)  # type: ignore[arg-type]
-                  for (_, u), t in zip(pairs, types, strict=True)]
+        values = [parser.resolve_operand(u, t) for (_, u), t in zip(pairs, types, strict=True)]
         return cls(list(zip([n for n, _ in pairs], values, strict=True)))
 
 
@@ -400,12 +404,10 @@ def _check_bound(op: IRDLOperation, bound: set[str]) -> None:
     what = ", ".join(f"'{s}'" for s in unbound)
     value = op.results[0] if op.results else None
     where = f"%{value.name_hint}" if value is not None and value.name_hint else "its result"
-    error = VerifyException(
+    raise OpVerifyException(
         f"{op.name}: symbol {what} in {where} is not bound by any graph.input "
-        f"(bound: {sorted(bound) or 'none'})"
+        f"(bound: {sorted(bound) or 'none'})", op
     )
-    error.op = op  # type: ignore[attr-defined]  # lets nc-opt locate the culprit
-    raise error
 
 
 Graph = Dialect(

@@ -25,6 +25,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from nanocompile.dialects.common.syntax import (
+    as_elements,
     parse_dim_expr,
 )
 from nanocompile.dialects.graph.types import (
@@ -191,7 +192,8 @@ def _print_types(printer: Printer, operand_types: list[Attribute], result: Attri
 
 def _parse_types(parser: Parser, n_operands: int) -> tuple[list[Attribute], Attribute]:
     if parser.parse_optional_punctuation("(") is not None:
-        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        types: list[Attribute] = parser.parse_comma_separated_list(parser.Delimiter.NONE,
+                                                                   parser.parse_type)
         parser.parse_punctuation(")")
         parser.parse_punctuation("->")
         result = parser.parse_type()
@@ -276,7 +278,7 @@ class ConstOp(PurePrimitiveOp):
     result = result_def(TensorType)
 
     def __init__(self, array: np.ndarray | float | int | bool, dtype: str) -> None:
-        arr = np.asarray(array, dtype=numpy_dtype(dtype))
+        arr = as_elements(array, dtype)  # a ValueError for a value the dtype cannot hold
         super().__init__(result_types=[TensorType.get(dtype, arr.shape)],
                          properties=_props(value=ElementsAttr.from_array(arr, dtype)))
 

@@ -18,13 +18,14 @@ from xdsl.utils.exceptions import VerifyException
 
 from nanocompile.dialects.common.attributes import DimAttr, ElementsAttr
 from nanocompile.dialects.common.syntax import (
-    parse_dim_expr,
+    parse_shape_dim,
+    shape_dim_error,
 )
 from nanocompile.ir.dtypes import DTYPES
 from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr, ExprLike
 
-__all__ = ["DimAttr", "ElementsAttr", "TensorType", "tensor_spec"]
+__all__ = ["DimAttr", "ElementsAttr", "TensorType", "tensor_spec", "tensor_type"]
 
 # --------------------------------------------------------------------------
 # Types
@@ -60,7 +61,7 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
         with parser.in_angle_brackets():
             dims = parser.parse_comma_separated_list(
-                parser.Delimiter.SQUARE, lambda: DimAttr(parse_dim_expr(parser))
+                parser.Delimiter.SQUARE, lambda: DimAttr(parse_shape_dim(parser))
             )
             parser.parse_punctuation(",")
             pos = parser.pos
@@ -78,12 +79,21 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     def verify(self) -> None:
         if self.dtype.data not in DTYPES:
             raise VerifyException(f"unknown dtype '{self.dtype.data}'")
+        for d in self.dims:
+            if (problem := shape_dim_error(d)) is not None:
+                raise VerifyException(problem)
+
+
+def tensor_type(value: SSAValue) -> TensorType:
+    """The ``!graph.tensor`` type of ``value`` (xDSL types an operand's type as
+    any ``Attribute``, whatever its constraint)."""
+    if not isinstance(value.type, TensorType):
+        raise VerifyException(f"expected a !graph.tensor value, got {value.type}")
+    return value.type
 
 
 def tensor_spec(value: SSAValue) -> TensorSpec:
-    if not isinstance(value.type, TensorType):
-        raise VerifyException(f"expected a !graph.tensor value, got {value.type}")
-    return value.type.spec
+    return tensor_type(value).spec
 
 
 def _label(role: str, value: SSAValue) -> str:

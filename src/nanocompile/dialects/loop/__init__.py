@@ -60,7 +60,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import IsolatedFromAbove, IsTerminator, NoTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
@@ -137,6 +137,11 @@ def _print_access(printer: Printer, ptr: SSAValue, indices: Sequence[SSAValue],
     printer.print_attribute(value_type)
 
 
+def _types_text(types: Sequence[Attribute]) -> str:
+    """``[f32, index]``: types as IR text, not Python reprs."""
+    return "[" + ", ".join(str(t) for t in types) + "]"
+
+
 def _parse_access(parser: Parser) -> tuple[SSAValue, list[SSAValue], list[Expr], Attribute]:
     ptr = parser.parse_unresolved_operand()
     idx = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
@@ -144,9 +149,14 @@ def _parse_access(parser: Parser) -> tuple[SSAValue, list[SSAValue], list[Expr],
     parser.parse_keyword("strides")
     strides = _parse_dims(parser)
     parser.parse_punctuation(":")
+    pos = parser.pos
     value_type = parser.parse_type()
     element = value_type.element_type if isinstance(value_type, VectorType) else value_type
-    ptr_v = parser.resolve_operand(ptr, PtrType.get(dtype_of_scalar(element)))
+    try:
+        dtype = dtype_of_scalar(element)
+    except VerifyException as e:
+        parser.raise_error(str(e), pos, parser.pos)
+    ptr_v = parser.resolve_operand(ptr, PtrType.get(dtype))
     return ptr_v, [parser.resolve_operand(i, IndexType()) for i in idx], strides, value_type
 
 
@@ -240,8 +250,9 @@ class LoadOp(_MemoryOp):
     @classmethod
     def parse(cls, parser: Parser) -> LoadOp:
         ptr, indices, strides, value_type = _parse_access(parser)
-        lanes = value_type.get_shape()[0] if isinstance(value_type, VectorType) else None
-        return cls(ptr, indices, strides, lanes)
+        # the type as written (the verifier rejects one the pointer cannot hold)
+        return cls.build(operands=[ptr, indices], properties={"strides": _dims_attr(strides)},
+                         result_types=[value_type])
 
 
 @irdl_op_definition
@@ -377,7 +388,8 @@ class ForOp(IRDLOperation):
         types = [v.type for v in self.inits]
         if [v.type for v in yielded.values] != types or [a.type for a in block.args[1:]] != types:
             raise VerifyException(f"loop.for \"{self.loop_name.data}\": loop-carried types "
-                                  f"{types} differ from the body's arguments or yield")
+                                  f"{_types_text(types)} differ from the body's arguments "
+                                  "or yield")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -394,10 +406,13 @@ class ForOp(IRDLOperation):
             printer.print_string(f" parallel {self.parallel.data}")
         if self.inits:
             printer.print_string(" iter(")
-            pairs = list(zip(self.iter_args, self.inits, strict=True))
-            printer.print_list(pairs, lambda p: (printer.print_operand(p[0]),
-                                                 printer.print_string(" = "),
-                                                 printer.print_operand(p[1])))
+
+            def pair(p: tuple[SSAValue, SSAValue]) -> None:
+                printer.print_operand(p[0])
+                printer.print_string(" = ")
+                printer.print_operand(p[1])
+
+            printer.print_list(list(zip(self.iter_args, self.inits, strict=True)), pair)
             printer.print_string(") -> (")
             printer.print_list([v.type for v in self.inits], printer.print_attribute)
             printer.print_string(")")
@@ -421,9 +436,9 @@ class ForOp(IRDLOperation):
         grain = None
         if parser.parse_optional_keyword("parallel") is not None:
             grain = parser.parse_integer(allow_boolean=False, allow_negative=False)
-        carried: list[tuple[object, object]] = []
+        carried: list[tuple[Parser.UnresolvedArgument, UnresolvedOperand]] = []
         if parser.parse_optional_keyword("iter") is not None:
-            def pair() -> tuple[object, object]:
+            def pair() -> tuple[Parser.UnresolvedArgument, UnresolvedOperand]:
                 arg = parser.parse_argument(expect_type=False)
                 parser.parse_punctuation("=")
                 return arg, parser.parse_unresolved_operand()
@@ -436,9 +451,8 @@ class ForOp(IRDLOperation):
             parser.raise_error(f"loop.for \"{name}\": {len(carried)} loop-carried values but "
                                f"{len(types)} result types")
         attrs = parser.parse_optional_attr_dict_with_keyword()
-        inits = [parser.resolve_operand(u, t)  # type: ignore[arg-type]
-                 for (_, u), t in zip(carried, types, strict=True)]
-        args = [iv.resolve(IndexType())] + [a.resolve(t)  # type: ignore[attr-defined]
+        inits = [parser.resolve_operand(u, t) for (_, u), t in zip(carried, types, strict=True)]
+        args = [iv.resolve(IndexType())] + [a.resolve(t)
                                             for (a, _), t in zip(carried, types, strict=True)]
         region = parser.parse_region(args)
         block = region.detach_block(0)
@@ -474,7 +488,7 @@ class IfOp(IRDLOperation):
         for region in (self.then_region, self.else_region):
             last = region.block.last_op
             if not isinstance(last, YieldOp) or [v.type for v in last.values] != types:
-                raise VerifyException(f"loop.if: each branch must yield {types}")
+                raise VerifyException(f"loop.if: each branch must yield {_types_text(types)}")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -577,8 +591,8 @@ class KernelOp(IRDLOperation):
                                                    parser.parse_str_literal)
         parser.parse_keyword("footprints")
         fps = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_attribute)
-        region = parser.parse_region(args)
-        return cls(name, region.detach_block(0), syms, access, fps)  # type: ignore[arg-type]
+        block = parser.parse_region(args).detach_block(0)
+        return cls(name, block, syms, access, fps)  # type: ignore[arg-type]  # the verifier checks
 
 
 Loop = Dialect(

@@ -121,7 +121,8 @@ class BufferOp(IRDLOperation):
         if kind == "const":
             value = parser.parse_attribute()
         parser.parse_punctuation(":")
-        return cls(kind, parser.parse_type(), name, value, tile)  # type: ignore[arg-type]
+        buf = parser.parse_type()
+        return cls(kind, buf, name, value, tile)  # type: ignore[arg-type]  # the verifier checks
 
 
 @irdl_op_definition
@@ -146,7 +147,9 @@ class ViewOp(IRDLOperation):
         shape, strides = self.result.type.dims, self.layout.stride_exprs
         if len(shape) != len(strides):
             raise VerifyException(f"loop.view: {len(shape)} dims but {len(strides)} strides")
-        if self.result.type.dtype != self.source.type.dtype:
+        source = self.source.type
+        assert isinstance(source, BufType)  # the operand's constraint is verified first
+        if self.result.type.dtype != source.dtype:
             raise VerifyException("loop.view: the view and its buffer differ in dtype")
 
     def print(self, printer: Printer) -> None:
@@ -173,7 +176,10 @@ class ViewOp(IRDLOperation):
         view_type = parser.parse_type()
         if not isinstance(view_type, ViewType):
             parser.raise_error(f"expected a !loop.view type, got {view_type}")
-        return cls(parser.resolve_operand(src, buf_type), view_type.dims, offset, strides)
+        # the view type as written (the verifier rejects a dtype the buffer has not)
+        return cls.build(operands=[parser.resolve_operand(src, buf_type)],
+                         properties={"layout": LayoutAttr.get(offset, strides)},
+                         result_types=[view_type])
 
 
 @irdl_op_definition
@@ -200,10 +206,12 @@ class RequireOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> RequireOp:
         expr = parse_dim_expr(parser)
-        parser.parse_punctuation(">=")
-        zero = parser.parse_integer(allow_boolean=False)
-        if zero != 0:
-            parser.raise_error("expected '>= 0'")
+        # MLIR's lexer has no `>=` token: it is `>` directly followed by `=`.
+        pos = parser.pos
+        if (parser.parse_optional_punctuation(">") is None or parser.pos != pos + 1
+                or parser.parse_optional_punctuation("=") is None
+                or parser.parse_optional_integer(allow_boolean=False) != 0):
+            parser.raise_error("expected '>= 0'", pos, parser.pos)
         parser.parse_punctuation(",")
         return cls(expr, parser.parse_str_literal())
 
@@ -249,9 +257,13 @@ class OutputOp(IRDLOperation):
         if not pairs:
             return
         printer.print_string(" ")
-        printer.print_list(pairs, lambda p: (printer.print_string_literal(p[0]),
-                                             printer.print_string(" = "),
-                                             printer.print_operand(p[1])))
+
+        def pair(p: tuple[str, SSAValue]) -> None:
+            printer.print_string_literal(p[0])
+            printer.print_string(" = ")
+            printer.print_operand(p[1])
+
+        printer.print_list(pairs, pair)
         printer.print_string(" : ")
         printer.print_list([b.type for b in self.buffers], printer.print_attribute)
 

@@ -5,6 +5,7 @@ maps. The dialect itself is ``dialects/loop/__init__.py``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Self
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -75,7 +76,7 @@ class _ShapedType(ParametrizedAttribute, TypeAttribute):
     dtype: StringAttr
 
     @classmethod
-    def get(cls, dtype: str, shape: Sequence[ExprLike]):  # type: ignore[no-untyped-def]
+    def get(cls, dtype: str, shape: Sequence[ExprLike]) -> Self:
         return cls(_dims_attr(shape), StringAttr(dtype))
 
     @property

@@ -19,7 +19,7 @@ operands computed, never from a ``loop.if`` whose branches load.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerType, StringAttr, VectorType, i1
+from xdsl.dialects.builtin import StringAttr, VectorType, i1
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -84,7 +84,8 @@ class SplatOp(IRDLOperation):
         vector = parser.parse_type()
         if not isinstance(vector, VectorType) or len(vector.get_shape()) != 1:
             parser.raise_error(f"expected a 1-d vector type, got {vector}", pos, parser.pos)
-        return cls(parser.resolve_operand(value, scalar), vector.get_shape()[0])
+        # the vector type as written (the verifier rejects lanes the scalar cannot fill)
+        return cls.build(operands=[parser.resolve_operand(value, scalar)], result_types=[vector])
 
 
 @irdl_op_definition
@@ -185,9 +186,4 @@ class VSelectOp(IRDLOperation):
                    parser.resolve_operand(rhs, vector))
 
 
-def is_mask(t: Attribute) -> bool:
-    return (isinstance(t, VectorType) and isinstance(t.element_type, IntegerType)
-            and t.element_type.width.data == 1)
-
-
-VECTOR_OPS = [SplatOp, VCmpOp, VSelectOp]
+VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp]

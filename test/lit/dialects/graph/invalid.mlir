@@ -147,10 +147,10 @@ graph.func @f {
 
 // -----
 
-// slice start after stop
+// slice start after stop (the declared result is beside the point; a dim of -2 is a parse error)
 graph.func @f {
   %x = graph.input "x" : !graph.tensor<[8, 896], f32>
-  %z = graph.slice %x axis = 0, start = 5, stop = 3 : !graph.tensor<[8, 896], f32> -> !graph.tensor<[-2, 896], f32>
+  %z = graph.slice %x axis = 0, start = 5, stop = 3 : !graph.tensor<[8, 896], f32> -> !graph.tensor<[2, 896], f32>
   graph.return
 }
 // CHECK: error: graph.slice of operand %x: bounds [5, 3) do not fit axis 0 of size 8 (stop - start = -2 < 0)

@@ -1,0 +1,178 @@
+// Every loop op prints, parses back to the same text, and survives the
+// generic form: a scalar kernel, a vector kernel, the program that
+// launches them and a program's requirements on its symbols.
+// RUN: nc-opt %s | filecheck %s
+// RUN: nc-opt %s | nc-opt | filecheck %s
+// RUN: nc-opt %s --print-op-generic | nc-opt | filecheck %s
+// RUN: nc-opt %s --print-op-generic | nc-opt --print-op-generic | filecheck %s --check-prefix=GENERIC
+
+builtin.module {
+  loop.kernel @scalar(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %ids: !loop.ptr<i64>) syms ["seq"] access ["w", "r", "r"] footprints [#loop.fp<[seq, 16], [16, 1]>, #loop.fp<[seq, 16], [0, 1]>, #loop.fp<[seq], [1]>] {
+    %c0 = arith.constant 0 : index
+    %c8 = arith.constant 8 : index
+    %c16 = arith.constant 16 : index
+    %n = loop.sym "seq"
+    loop.for "d0" %i = %c0 to %n parallel 4 {
+      %id = loop.load %ids[%i] strides [1] : i64
+      %zero = arith.constant 0 : i64
+      %ok = arith.cmpi sge, %id, %zero : i64
+      loop.check %ok, 1, "id out of range"
+      %init = arith.constant 0.000000e+00 : f32
+      %sum = loop.for "k" %k = %c0 to %c16 iter(%acc = %init) -> (f32) {
+        %x = loop.load %a[%i, %k] strides [0, 1] : f32
+        %next = arith.addf %acc, %x : f32
+        loop.yield %next : f32
+      }
+      loop.for "d1" %j = %c0 to %c16 step 2 attributes {note = "kept"} {
+        %lo = arith.cmpi slt, %j, %c8 : index
+        %v = loop.if %lo -> (f32) {
+          loop.yield %sum : f32
+        } else {
+          loop.yield %init : f32
+        }
+        loop.store %v, %out[%i, %j] strides [16, 1] : f32
+        loop.yield
+      }
+    }
+  }
+  loop.kernel @vector(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>) syms [] access ["w", "r"] footprints [#loop.fp<[16], [1]>, #loop.fp<[16], [1]>] {
+    %c0 = arith.constant 0 : index
+    %c16 = arith.constant 16 : index
+    %zero = arith.constant 0.000000e+00 : f32
+    %true = arith.constant true
+    loop.for "d0" %i = %c0 to %c16 step 8 {
+      %x = loop.load %a[%i] strides [1] : vector<8xf32>
+      %z = loop.splat %zero : f32 -> vector<8xf32>
+      %m = loop.vcmp "ole", %x, %z : vector<8xf32>
+      %r = loop.vselect %m, %x, %z : vector<8xi1>, vector<8xf32>
+      %s = loop.vselect %true, %r, %x : i1, vector<8xf32>
+      loop.store %s, %out[%i] strides [1] : vector<8xf32>
+    }
+  }
+  loop.program @p syms ["seq"] {
+    %x = loop.buffer input "x" : !loop.buf<[seq, 16], f32>
+    %ids = loop.buffer input "ids" : !loop.buf<[seq], i64>
+    %w = loop.buffer weight "w" : !loop.buf<[16, 16], f32>
+    %wp = loop.buffer packed "w" tile 8 : !loop.buf<[2, 16, 8], f32>
+    %c = loop.buffer const #graph.elements<f32: [1.0, -0.5]> : !loop.buf<[2], f32>
+    %t = loop.buffer temp : !loop.buf<[16], f32>
+    %y = loop.buffer output "y" : !loop.buf<[seq, 16], f32>
+    %vy = loop.view %y layout <0, [16, 1]> : !loop.buf<[seq, 16], f32> -> !loop.view<[seq, 16], f32>
+    %vw = loop.view %w layout <16, [0, 1]> : !loop.buf<[16, 16], f32> -> !loop.view<[seq, 16], f32>
+    %vi = loop.view %ids layout <0, [1]> : !loop.buf<[seq], i64> -> !loop.view<[seq], i64>
+    loop.launch @scalar(%vy, %vw, %vi) : !loop.view<[seq, 16], f32>, !loop.view<[seq, 16], f32>, !loop.view<[seq], i64>
+    %vt = loop.view %t layout <0, [1]> : !loop.buf<[16], f32> -> !loop.view<[16], f32>
+    %vx = loop.view %x layout <16*seq - 16, [1]> : !loop.buf<[seq, 16], f32> -> !loop.view<[16], f32>
+    loop.launch @vector(%vt, %vx) : !loop.view<[16], f32>, !loop.view<[16], f32>
+    loop.output "y" = %y, "x" = %x : !loop.buf<[seq, 16], f32>, !loop.buf<[seq, 16], f32>
+  }
+  loop.program @no_outputs syms [] {
+    loop.output
+  }
+  loop.program @requires syms ["m", "seq"] {
+    loop.require seq - 1 >= 0, "seq >= 1"
+    loop.require -m + seq >= 0, "m <= seq"
+    loop.output
+  }
+}
+
+// CHECK-LABEL: loop.kernel @scalar(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %ids: !loop.ptr<i64>) syms ["seq"] access ["w", "r", "r"] footprints [#loop.fp<[seq, 16], [16, 1]>, #loop.fp<[seq, 16], [0, 1]>, #loop.fp<[seq], [1]>] {
+// CHECK-NEXT:    %c0 = arith.constant 0 : index
+// CHECK-NEXT:    %c8 = arith.constant 8 : index
+// CHECK-NEXT:    %c16 = arith.constant 16 : index
+// CHECK-NEXT:    %n = loop.sym "seq"
+// CHECK-NEXT:    loop.for "d0" %i = %c0 to %n parallel 4 {
+// CHECK-NEXT:      %id = loop.load %ids[%i] strides [1] : i64
+// CHECK-NEXT:      %zero = arith.constant 0 : i64
+// CHECK-NEXT:      %ok = arith.cmpi sge, %id, %zero : i64
+// CHECK-NEXT:      loop.check %ok, 1, "id out of range"
+// CHECK-NEXT:      %init = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      %sum = loop.for "k" %k = %c0 to %c16 iter(%acc = %init) -> (f32) {
+// CHECK-NEXT:        %x = loop.load %a[%i, %k] strides [0, 1] : f32
+// CHECK-NEXT:        %next = arith.addf %acc, %x : f32
+// CHECK-NEXT:        loop.yield %next : f32
+// CHECK-NEXT:      }
+// CHECK-NEXT:      loop.for "d1" %j = %c0 to %c16 step 2 attributes {note = "kept"} {
+// CHECK-NEXT:        %lo = arith.cmpi slt, %j, %c8 : index
+// CHECK-NEXT:        %v = loop.if %lo -> (f32) {
+// CHECK-NEXT:          loop.yield %sum : f32
+// CHECK-NEXT:        } else {
+// CHECK-NEXT:          loop.yield %init : f32
+// CHECK-NEXT:        }
+// CHECK-NEXT:        loop.store %v, %out[%i, %j] strides [16, 1] : f32
+// A loop without loop-carried values prints without its empty loop.yield:
+// CHECK-NEXT:      }
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+
+// CHECK-LABEL: loop.kernel @vector(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>) syms [] access ["w", "r"] footprints [#loop.fp<[16], [1]>, #loop.fp<[16], [1]>] {
+// CHECK:         loop.for "d0" %i = %c0 to %c16 step 8 {
+// CHECK-NEXT:      %x = loop.load %a[%i] strides [1] : vector<8xf32>
+// CHECK-NEXT:      %z = loop.splat %zero : f32 -> vector<8xf32>
+// CHECK-NEXT:      %m = loop.vcmp "ole", %x, %z : vector<8xf32>
+// CHECK-NEXT:      %r = loop.vselect %m, %x, %z : vector<8xi1>, vector<8xf32>
+// CHECK-NEXT:      %s = loop.vselect %true, %r, %x : i1, vector<8xf32>
+// CHECK-NEXT:      loop.store %s, %out[%i] strides [1] : vector<8xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+
+// CHECK-LABEL: loop.program @p syms ["seq"] {
+// CHECK-NEXT:    %x = loop.buffer input "x" : !loop.buf<[seq, 16], f32>
+// CHECK-NEXT:    %ids = loop.buffer input "ids" : !loop.buf<[seq], i64>
+// CHECK-NEXT:    %w = loop.buffer weight "w" : !loop.buf<[16, 16], f32>
+// CHECK-NEXT:    %wp = loop.buffer packed "w" tile 8 : !loop.buf<[2, 16, 8], f32>
+// CHECK-NEXT:    %c = loop.buffer const #graph.elements<f32: [1.0, -0.5]> : !loop.buf<[2], f32>
+// CHECK-NEXT:    %t = loop.buffer temp : !loop.buf<[16], f32>
+// CHECK-NEXT:    %y = loop.buffer output "y" : !loop.buf<[seq, 16], f32>
+// CHECK-NEXT:    %vy = loop.view %y layout <0, [16, 1]> : !loop.buf<[seq, 16], f32> -> !loop.view<[seq, 16], f32>
+// CHECK-NEXT:    %vw = loop.view %w layout <16, [0, 1]> : !loop.buf<[16, 16], f32> -> !loop.view<[seq, 16], f32>
+// CHECK-NEXT:    %vi = loop.view %ids layout <0, [1]> : !loop.buf<[seq], i64> -> !loop.view<[seq], i64>
+// CHECK-NEXT:    loop.launch @scalar(%vy, %vw, %vi) : !loop.view<[seq, 16], f32>, !loop.view<[seq, 16], f32>, !loop.view<[seq], i64>
+// CHECK-NEXT:    %vt = loop.view %t layout <0, [1]> : !loop.buf<[16], f32> -> !loop.view<[16], f32>
+// CHECK-NEXT:    %vx = loop.view %x layout <16*seq - 16, [1]> : !loop.buf<[seq, 16], f32> -> !loop.view<[16], f32>
+// CHECK-NEXT:    loop.launch @vector(%vt, %vx) : !loop.view<[16], f32>, !loop.view<[16], f32>
+// CHECK-NEXT:    loop.output "y" = %y, "x" = %x : !loop.buf<[seq, 16], f32>, !loop.buf<[seq, 16], f32>
+// CHECK-NEXT:  }
+// CHECK-NEXT:  loop.program @no_outputs syms [] {
+// CHECK-NEXT:    loop.output
+// CHECK-NEXT:  }
+// CHECK-NEXT:  loop.program @requires syms ["m", "seq"] {
+// CHECK-NEXT:    loop.require seq - 1 >= 0, "seq >= 1"
+// CHECK-NEXT:    loop.require -m + seq >= 0, "m <= seq"
+// CHECK-NEXT:    loop.output
+// CHECK-NEXT:  }
+
+// GENERIC:      "loop.kernel"() <{sym_name = "scalar", syms = ["seq"], access = ["w", "r", "r"], footprints = [#loop.fp<[seq, 16], [16, 1]>, #loop.fp<[seq, 16], [0, 1]>, #loop.fp<[seq], [1]>]}> ({
+// GENERIC-NEXT:   ^bb0(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %ids: !loop.ptr<i64>):
+// GENERIC:        %n = "loop.sym"() <{symbol = "seq"}> : () -> index
+// GENERIC-NEXT:   "loop.for"(%c0, %n) <{name = "d0", step = #builtin.int<1>, parallel = #builtin.int<4>}> ({
+// GENERIC-NEXT:   ^bb0(%i: index):
+// GENERIC-NEXT:     %id = "loop.load"(%ids, %i) <{strides = [#graph.dim<1>]}> : (!loop.ptr<i64>, index) -> i64
+// GENERIC:          "loop.check"(%ok) <{code = #builtin.int<1>, message = "id out of range"}> : (i1) -> ()
+// GENERIC:          %sum = "loop.for"(%c0, %c16, %init) <{name = "k", step = #builtin.int<1>}> ({
+// GENERIC-NEXT:     ^bb0(%k: index, %acc: f32):
+// GENERIC:            "loop.yield"(%next) : (f32) -> ()
+// GENERIC-NEXT:     }) : (index, index, f32) -> f32
+// GENERIC-NEXT:     "loop.for"(%c0, %c16) <{name = "d1", step = #builtin.int<2>}> ({
+// GENERIC:            %v = "loop.if"(%lo) ({
+// GENERIC-NEXT:         "loop.yield"(%sum) : (f32) -> ()
+// GENERIC-NEXT:       }, {
+// GENERIC-NEXT:         "loop.yield"(%init) : (f32) -> ()
+// GENERIC-NEXT:       }) : (i1) -> f32
+// GENERIC-NEXT:       "loop.store"(%v, %out, %i, %j) <{strides = [#graph.dim<16>, #graph.dim<1>]}> : (f32, !loop.ptr<f32>, index, index) -> ()
+// GENERIC-NEXT:       "loop.yield"() : () -> ()
+// GENERIC-NEXT:     }) {note = "kept"} : (index, index) -> ()
+// GENERIC:        %z = "loop.splat"(%zero) : (f32) -> vector<8xf32>
+// GENERIC-NEXT:   %m = "loop.vcmp"(%x, %z) <{predicate = "ole"}> : (vector<8xf32>, vector<8xf32>) -> vector<8xi1>
+// GENERIC-NEXT:   %r = "loop.vselect"(%m, %x, %z) : (vector<8xi1>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// GENERIC:        "loop.program"() <{sym_name = "p", syms = ["seq"]}> ({
+// GENERIC:          %wp = "loop.buffer"() <{kind = "packed", name = "w", tile = #builtin.int<8>}> : () -> !loop.buf<[2, 16, 8], f32>
+// GENERIC-NEXT:     %c = "loop.buffer"() <{kind = "const", value = #graph.elements<f32: [1.0, -0.5]>}> : () -> !loop.buf<[2], f32>
+// GENERIC-NEXT:     %t = "loop.buffer"() <{kind = "temp"}> : () -> !loop.buf<[16], f32>
+// GENERIC:          %vw = "loop.view"(%w) <{layout = #loop.layout<16, [0, 1]>}> : (!loop.buf<[16, 16], f32>) -> !loop.view<[seq, 16], f32>
+// GENERIC:          "loop.launch"(%vy, %vw, %vi) <{kernel = @scalar}> : (!loop.view<[seq, 16], f32>, !loop.view<[seq, 16], f32>, !loop.view<[seq], i64>) -> ()
+// GENERIC:          "loop.output"(%y, %x) <{names = ["y", "x"]}> : (!loop.buf<[seq, 16], f32>, !loop.buf<[seq, 16], f32>) -> ()
+// GENERIC:          "loop.output"() <{names = []}> : () -> ()
+// GENERIC:        "loop.program"() <{sym_name = "requires", syms = ["m", "seq"]}> ({
+// GENERIC-NEXT:     "loop.require"() <{expr = #graph.dim<seq - 1>, message = "seq >= 1"}> : () -> ()
+// GENERIC-NEXT:     "loop.require"() <{expr = #graph.dim<-m + seq>, message = "m <= seq"}> : () -> ()

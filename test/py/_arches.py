@@ -1,0 +1,33 @@
+"""The archs a test runs compiled code for: every arch of ``targets/arch.py``,
+each skipped with its reason when this CPU lacks its flags (the scalar path
+needs none, so it always runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nanocompile.targets.arch import ARCHES, Arch, cpu_flags
+
+TITLES = {"scalar": "scalar", "avx2": "AVX2", "avx512": "AVX-512"}
+
+
+def missing_reason(arch: Arch) -> str | None:
+    """Why ``arch``'s compiled code cannot run here, None when it can."""
+    flags = cpu_flags()
+    missing = [f for f in arch.cpu_flags if f not in flags]
+    if not missing:
+        return None
+    return (f"the CPU has no {', '.join(missing)} ({TITLES[arch.name]} path untested "
+            "here)")
+
+
+def arch_params(archs: tuple[Arch, ...] = tuple(ARCHES.values())) -> list[Any]:
+    """``pytest.param`` per arch, id its name, skipped where the CPU lacks it."""
+    params = []
+    for arch in archs:
+        reason = missing_reason(arch)
+        marks = [pytest.mark.skip(reason=reason)] if reason else []
+        params.append(pytest.param(arch, id=arch.name, marks=marks))
+    return params

@@ -1,0 +1,218 @@
+"""The compile driver (compiler.py): one ordered list of stages, each run once, on a
+copy of the one before, verified; and what a compile's time went to."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import VerifyException
+
+from nanocompile import cli
+from nanocompile.api import ir_text
+from nanocompile.backend.runtime import CompiledProgram
+from nanocompile.checkpoint.config import Qwen2Config
+from nanocompile.checkpoint.synth import synthetic_config
+from nanocompile.compiler import (
+    STAGES,
+    CompileOptions,
+    CompileTimes,
+    Pipeline,
+    compile_loop,
+    compile_program,
+    emit_c,
+    run_to,
+)
+from nanocompile.dialects import loop, sched
+from nanocompile.frontend import composites as C
+from nanocompile.frontend.tensor import GraphBuilder
+from nanocompile.passes.apply_schedule import apply_schedules
+from nanocompile.targets.arch import ArchError
+
+
+def mlp() -> ModuleOp:
+    gb = GraphBuilder("mlp")
+    x = gb.input("x", "f32", ["seq", 16])
+    h = C.rms_norm(x, gb.weight("norm", [16]), 1e-6)
+    y = x + C.linear(C.silu(C.linear(h, gb.weight("up", [32, 16]))), gb.weight("down", [16, 32]))
+    gb.output("y", y.named("y"))
+    return gb.finish_module()
+
+
+def mlp_weights() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(11)
+    return {"norm": rng.standard_normal(16).astype(np.float32),
+            "up": rng.standard_normal((32, 16)).astype(np.float32),
+            "down": rng.standard_normal((16, 32)).astype(np.float32)}
+
+
+def _ops(module: ModuleOp) -> list[str]:
+    return [op.name for op in module.ops]
+
+
+def test_stages_in_order() -> None:
+    graph = mlp()
+    pipeline = Pipeline(graph, CompileOptions(arch="avx2"))
+    assert STAGES == ("graph", "fused", "loop", "scheduled", "c")
+    assert pipeline.run_to("graph") is graph
+    fused = pipeline.module("fused")
+    assert "graph.fused" in str(fused)
+    assert "graph.fused" not in str(graph)
+    lowered = pipeline.module("loop")
+    assert set(_ops(lowered)) == {"loop.kernel", "loop.program"}
+    scheduled = pipeline.module("scheduled")
+    names = _ops(scheduled)
+    assert "sched.schedule" in names
+    for index, op in enumerate(scheduled.ops):  # each schedule right after its kernel
+        if isinstance(op, sched.ScheduleOp):
+            before = list(scheduled.ops)[index - 1]
+            assert isinstance(before, loop.KernelOp)
+            assert before.sym_name.data == op.kernel_name
+    c = pipeline.run_to("c")
+    assert isinstance(c, str)
+    assert "nc_run_mlp" in c
+
+
+def test_each_stage_runs_once_on_a_copy() -> None:
+    graph = mlp()
+    graph_text = str(graph)
+    pipeline = Pipeline(graph)
+    lowered = pipeline.module("loop")
+    loop_text = str(lowered)
+    c = pipeline.text("c")
+    assert pipeline.module("loop") is lowered  # not run again
+    assert pipeline.text("c") == c
+    assert str(graph) == graph_text  # later stages copy, never change, an earlier one
+    assert str(lowered) == loop_text
+    assert pipeline.kernels is not lowered
+    assert c == emit_c(pipeline.kernels)
+
+
+def test_the_scheduled_stage_is_what_apply_schedule_turns_into_the_kernels() -> None:
+    pipeline = Pipeline(mlp(), CompileOptions(arch="avx2"))
+    with_schedules = pipeline.module("scheduled").clone()
+    assert apply_schedules(with_schedules) == sum(d.chosen is not None
+                                                  for d in pipeline.decisions) > 0
+    assert str(with_schedules) == str(pipeline.kernels)
+    without = pipeline.module("scheduled").clone()
+    for op in [op for op in without.ops if isinstance(op, sched.ScheduleOp)]:
+        op.detach()
+        op.erase()
+    assert str(without) == str(pipeline.module("loop"))  # the kernels as lowered
+
+
+def test_options() -> None:
+    graph = mlp()
+    unfused = Pipeline(graph, CompileOptions(fuse=False))
+    assert unfused.run_to("fused") is graph
+    assert (_ops(unfused.module("loop")).count("loop.kernel")
+            > _ops(run_to(graph, "loop")).count("loop.kernel"))  # type: ignore[arg-type]
+    serial = Pipeline(graph, CompileOptions(schedule=False))
+    assert "sched.schedule" not in _ops(serial.module("scheduled"))
+    assert serial.kernels is serial.module("loop")
+    assert serial.decisions == []
+    assert serial.text("c") == emit_c(serial.module("loop"))
+    scalar = Pipeline(graph, CompileOptions(arch="scalar")).text("c")
+    assert "__m256" in Pipeline(graph, CompileOptions(arch="avx2")).text("c")
+    assert "__m256" not in scalar
+    with pytest.raises(ArchError, match="expected arch host, scalar, avx2, avx512, got 'neon'"):
+        CompileOptions(arch="neon")
+
+
+def test_bad_stage_names() -> None:
+    pipeline = Pipeline(mlp())
+    with pytest.raises(ValueError, match=r"^expected a stage among graph, fused, loop, "
+                                         r"scheduled, c, got 'asm'$"):
+        pipeline.run_to("asm")
+    with pytest.raises(ValueError, match="expected a stage with IR"):
+        pipeline.module("c")
+
+
+def test_graph_is_verified_first() -> None:
+    graph = mlp()
+    func = next(iter(graph.ops))
+    ret = list(func.regions[0].block.ops)[-1]
+    ret.operands = [ret.operands[0], ret.operands[0]]  # two values for one output name
+    with pytest.raises(VerifyException, match=r"^graph\.return: 1 names for 2 outputs\n"):
+        Pipeline(graph)
+
+
+def test_compile_program_loads_the_pipelines_c() -> None:
+    graph, weights = mlp(), mlp_weights()
+    program = compile_program(graph, weights, schedule=True)
+    pipeline = Pipeline(graph)
+    assert program.source == pipeline.text("c")
+    assert str(program.program.parent_op()) == str(pipeline.kernels)
+    unscheduled = compile_program(graph, weights)
+    assert unscheduled.source == Pipeline(graph, CompileOptions(schedule=False)).text("c")
+    x = np.random.default_rng(2).standard_normal((3, 16)).astype(np.float32)
+    by_hand = compile_loop(pipeline.kernels, weights).run({"x": x})["y"]
+    assert np.array_equal(program.run({"x": x})["y"].view(np.uint32), by_hand.view(np.uint32))
+
+
+def test_compile_times_keep_weight_packing_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binding and packing weights is reported as ``weights``, not as emission
+    or loading (it was once counted in "emit")."""
+    pack = CompiledProgram._pack_weights
+    slow = 1.0
+
+    def slow_pack(self: CompiledProgram) -> dict[tuple[str, int], np.ndarray]:
+        time.sleep(slow)
+        return pack(self)
+
+    monkeypatch.setattr(CompiledProgram, "_pack_weights", slow_pack)
+    # up's 32 columns are one AVX2 tile (4 vectors of 8), half an AVX-512 one: avx2 packs
+    monkeypatch.setenv("NANOCOMPILE_ARCH", "avx2")
+    times = CompileTimes()
+    program = compile_program(mlp(), mlp_weights(), schedule=True, times=times)
+    assert any(b.kind.data == "packed" for b in program.program.buffers())
+    assert times.weights >= slow
+    assert times.emit < slow
+    assert times.load < slow
+    assert list(times.stages()) == ["lower", "schedule", "emit", "gcc", "load", "weights"]
+    assert times.total == pytest.approx(sum(times.stages().values()))
+    assert min(times.stages().values()) >= 0
+    assert times.schedule > 0
+    assert times.gcc == program.library.compile_seconds
+    assert times.cache_hit == program.library.cache_hit
+
+
+# --------------------------------------------------------------------------
+# the scheduled stage of the model, with --explain
+
+
+def test_dump_scheduled_explain_prints_the_refusals(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("NANOCOMPILE_ARCH", "avx2")  # the refusals below are avx2's
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["dump", "--stage", "scheduled", "--layers", "1", "--explain"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    comments = [line for line in out.splitlines() if line.startswith("//")]
+    body = out[out.index("builtin.module"):]
+    assert out.startswith("// ")
+    assert "//" not in body
+    # RoPE's tables compare lane indices: its only candidate is refused, shown
+    # as the schedule it would have been
+    assert ("// @fused_cos: candidate 1 of 1 refused: vectorize 'd1': arith.cmpi on "
+            "lane-varying values has no exact integer form") in comments
+    at = comments.index("//   sched.schedule @fused_cos {")
+    assert comments[at + 1:at + 3] == ['//     sched.vectorize "d1" width 8', "//   }"]
+    assert "// @fused_cos: every candidate refused: the kernel stays as lowered" in comments
+    chosen = [c for c in comments if " chosen " in c]
+    assert len(chosen) == body.count("sched.schedule @")
+    assert "// @fused_gather: no candidate schedule" in comments
+    cfg = Qwen2Config.from_dict(synthetic_config())
+    assert body.rstrip("\n") == ir_text(cfg, "scheduled", n_layers=1, last_only=False)
+
+
+def test_explain_needs_the_scheduled_stage() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["dump", "--stage", "c", "--explain"])
+    assert exit_info.value.code == "nanocompile: error: --explain needs --stage scheduled, " \
+                                   "got --stage c"
+    cfg = Qwen2Config.from_dict(synthetic_config())
+    with pytest.raises(ValueError, match="explain needs stage 'scheduled', got 'loop'"):
+        ir_text(cfg, "loop", n_layers=1, explain=True)
