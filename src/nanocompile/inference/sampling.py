@@ -90,9 +90,20 @@ def _not_real(value: object) -> bool:
     return isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating)
 
 
+def _real(name: str, value: object) -> float:
+    """``value`` as a float, or a ValueError naming ``name`` (an integer too large
+    for a float, as JSON allows, is not finite)."""
+    if _not_real(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    try:
+        return float(value)  # type: ignore[arg-type]  # _not_real: an int or float type
+    except OverflowError:
+        bits = int(value).bit_length()  # type: ignore[call-overload]  # an integer, as above
+        raise ValueError(f"{name} must be finite, got an integer of {bits} bits") from None
+
+
 def _check_temperature(t: float) -> None:
-    if _not_real(t):
-        raise ValueError(f"temperature must be a number, got {t!r}")
+    t = _real("temperature", t)
     if math.isnan(t) or t < 0:
         raise ValueError(f"temperature must be >= 0, got {t}")
     if math.isinf(t):
@@ -112,15 +123,13 @@ def _check_top_k(k: int) -> None:
 
 
 def _check_top_p(p: float) -> None:
-    if _not_real(p):
-        raise ValueError(f"top_p must be a number, got {p!r}")
+    p = _real("top_p", p)
     if not 0 < p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {p}")
 
 
 def _check_penalty(penalty: float) -> None:
-    if _not_real(penalty):
-        raise ValueError(f"repetition_penalty must be a number, got {penalty!r}")
+    penalty = _real("repetition_penalty", penalty)
     if not 0 < penalty < math.inf:
         raise ValueError(f"repetition_penalty must be finite and > 0, got {penalty}")
     if not 0 < _f32(penalty) < math.inf:  # logits are multiplied or divided by f32(penalty)

@@ -341,6 +341,10 @@ def test_from_generation_config_defaults(tmp_path: Path) -> None:
         ('{"do_sample": "yes"}', "do_sample must be true or false"),
         ('{"do_sample": true, "top_p": 1.5}', r"top_p must be in \(0, 1\]"),
         ('{"do_sample": true, "temperature": -1}', "temperature must be >= 0"),
+        # integers too large for a float (JSON allows them; found by the json campaign)
+        ('{"do_sample": true, "temperature": 1' + "0" * 400 + "}",
+         "temperature must be finite, got an integer of 1329 bits"),
+        ('{"do_sample": true, "top_p": 1' + "0" * 400 + "}", "top_p must be finite"),
     ],
 )
 def test_from_generation_config_errors(tmp_path: Path, content: str | None, message: str) -> None:
@@ -523,3 +527,9 @@ def test_generation_config_matches_transformers(tmp_path: Path) -> None:
     ours = from_generation_config(snap, with_repetition_penalty=True)
     assert (ours.temperature, ours.top_k, ours.top_p) == (hf.temperature, hf.top_k, hf.top_p)
     assert ours.repetition_penalty == hf.repetition_penalty
+
+
+@pytest.mark.parametrize("field", ["temperature", "top_p", "repetition_penalty"])
+def test_integers_beyond_a_float_are_value_errors(field: str) -> None:
+    with pytest.raises(ValueError, match=f"{field} must be finite, got an integer of 1329 bits"):
+        SamplingParams(**{field: 10**400})
