@@ -145,6 +145,7 @@ def test_api_rejects_lone_surrogates(tiny_snapshot: Path) -> None:
         model.chat([{"role": "user", "content": "x\udcff"}])
 
 
+@pytest.mark.slow  # ~7 s: compiles a sanitized library
 def test_sanitize_without_the_asan_runtime_is_one_line(env: dict[str, str],
                                                       tiny_snapshot: Path) -> None:
     """Issue 14, point 9: NANOCOMPILE_SANITIZE=1 in a process without libasan

@@ -26,7 +26,8 @@ from nanocompile.dialects import graph as g
 from nanocompile.frontend import GraphBuilder
 from nanocompile.interpreter import run_graph
 
-LENGTHS = (1000, 5000)
+LONG = pytest.param(5000, marks=pytest.mark.slow)  # ~5 s each: the 1,000 case stays fast
+LENGTHS = (1000, LONG)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -65,7 +66,8 @@ UNFUSED_SLOW = pytest.mark.slow  # one kernel per op: a 1,000-kernel C file for 
 
 @pytest.mark.parametrize(
     ("build", "n", "fuse"),
-    [*((b, n, True) for b in (chain, index_chain) for n in LENGTHS),
+    [*((b, 1000, True) for b in (chain, index_chain)),
+     *(pytest.param(b, 5000, True, marks=pytest.mark.slow) for b in (chain, index_chain)),
      (index_chain, 1000, False),
      pytest.param(chain, 1000, False, marks=UNFUSED_SLOW)],
 )
@@ -88,6 +90,7 @@ def test_long_chain_fuses_into_one_region(n: int) -> None:
     assert run_graph(fused, {"x": np.ones((2, 8), np.float32)}, {})["y"].shape == (2, 8)
 
 
+@pytest.mark.slow  # ~4 s: nc-opt parses and prints a 2,000-op chain
 def test_ncopt_fuses_a_long_chain(tmp_path: Path) -> None:
     """Once "nc-opt: error: input nested too deeply" from the fuse pass."""
     src = tmp_path / "chain.mlir"
