@@ -20,7 +20,7 @@ import pytest
 
 from nanocompile import api
 
-ROUNDS = 12
+ROUNDS = 6
 
 
 @pytest.fixture(scope="module")

@@ -110,6 +110,7 @@ def _run(args: list[str], env: dict[str, str]) -> Any:
                           text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow  # a fresh `python -m bench run` process (~3 s)
 def test_bench_run_with_a_checkout_end_to_end(tmp_path: Path) -> None:
     """``python -m bench run`` in a fresh process that finds the stand-in: both engines
     are in the default engine list, run at 1 and 2 threads, and agree with the
