@@ -93,12 +93,12 @@ def _not_real(value: object) -> bool:
 def _real(name: str, value: object) -> float:
     """``value`` as a float, or a ValueError naming ``name`` (an integer too large
     for a float, as JSON allows, is not finite)."""
-    if _not_real(value):
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise ValueError(f"{name} must be a number, got {value!r}")
     try:
-        return float(value)  # type: ignore[arg-type]  # _not_real: an int or float type
-    except OverflowError:
-        bits = int(value).bit_length()  # type: ignore[call-overload]  # an integer, as above
+        return float(value)
+    except OverflowError:  # only an int is too large for a float
+        bits = int(value).bit_length()
         raise ValueError(f"{name} must be finite, got an integer of {bits} bits") from None
 
 
