@@ -103,9 +103,13 @@ are views with swapped strides (`layout <0, [1, 896]>`): no weight is copied.
 ## 4. Loop IR: the gate/up/SwiGLU kernel
 
 Loops are named (`d0`, `d1`, `k`) so schedules can refer to them (phase 4).
-The two matmuls share the `k` loop with two loop-carried accumulators; `k` is
-summed in order, multiply then add (no FMA), exactly as the unfused matmul
-kernel does, so fusion changes no bit. The SwiGLU epilogue is applied as the
+The two matmuls share the `k` loop with two loop-carried accumulators. `k` is
+a lanes loop (`lanes 16`): each accumulator is 16 partial sums, iteration `k`
+updates partial `k mod 16` with one `math.fma` (a single rounding), every
+partial starts at the init, and the loop's result is their halving tree
+(`p[j] + p[j + 8]`, then `+ 4`, `+ 2`, `+ 1`). The lowering fixes that order
+for every matmul, the unfused kernels included, and every schedule keeps it,
+so fusion and scheduling change no bit. The SwiGLU epilogue is applied as the
 result is stored.
 
 ```mlir
@@ -116,8 +120,10 @@ result is stored.
 
 One `const` local per SSA value (no precedence to get wrong), exact
 hex-float literals, `restrict` pointers, the size symbols as `int64_t`
-parameters. Compiled with `-O3 -march=native -ffp-contract=off -fwrapv
--fno-math-errno`, no fast-math.
+parameters. The lanes loop is an array of 16 partials per accumulator, a loop
+over rounds of 16 and one over the lanes, `fmaf` for `math.fma`, then the
+halving tree. Compiled with `-O3 -march=native -ffp-contract=off -fwrapv
+-fno-math-errno`, no fast-math: the only fused multiply-adds are the IR's.
 
 ```c
 {c}```

@@ -61,9 +61,11 @@ def random_f32(rng: np.random.Generator, shape: tuple[int, ...], *,
 def matmul_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Allowed |compiled - NumPy| per entry: 2·k·u·Σ_k |a_ik||b_kj|.
 
-    The compiled kernel computes ``acc = acc + a*b`` for k ascending (mul, then
-    add, no FMA): within γ_k·Σ|a||b| ≈ k·u·Σ|a||b| of the exact result. BLAS
-    (blocked, possibly FMA) satisfies the same bound; the factor 2 covers both."""
+    The compiled kernel sums k in 16 FMA chains and their halving tree
+    (``_fma_reference.lanes_matmul``): a term sees at most ``min(k, ceil(k/16)
+    + 4)`` roundings, so it is within γ_k·Σ|a||b| ≈ k·u·Σ|a||b| of the exact
+    result. BLAS (blocked, possibly FMA) satisfies the same bound; the factor
+    2 covers both."""
     k = a.shape[-1]
     mag = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     return 2.0 * k * F32_U * mag

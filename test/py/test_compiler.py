@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from _arches import missing_reason
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
@@ -23,13 +24,16 @@ from nanocompile.compiler import (
     compile_loop,
     compile_program,
     emit_c,
+    lower_to_loop,
+    optimize_graph,
     run_to,
 )
 from nanocompile.dialects import loop, sched
 from nanocompile.frontend import composites as C
 from nanocompile.frontend.tensor import GraphBuilder
+from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
 from nanocompile.passes.apply_schedule import apply_schedules
-from nanocompile.targets.arch import ArchError
+from nanocompile.targets.arch import ARCHES, ArchError
 
 
 def mlp() -> ModuleOp:
@@ -152,9 +156,30 @@ def test_compile_program_loads_the_pipelines_c() -> None:
     assert np.array_equal(program.run({"x": x})["y"].view(np.uint32), by_hand.view(np.uint32))
 
 
+def _weight_arg(module: ModuleOp, weight: str) -> tuple[str, int]:
+    """(kernel, argument) of the one launch reading the weight buffer ``weight``."""
+    program = next(op for op in module.ops if isinstance(op, loop.ProgramOp))
+    found = []
+    for launch in program.launches():
+        for arg, value in enumerate(launch.views):
+            view = value.owner
+            assert isinstance(view, loop.ViewOp)
+            source = view.source.owner
+            if isinstance(source, loop.BufferOp) and source.kind.data == "weight" \
+                    and source.buffer_name is not None and source.buffer_name.data == weight:
+                found.append((launch.kernel_name, arg))
+    assert len(found) == 1, found
+    return found[0]
+
+
 def test_compile_times_keep_weight_packing_apart(monkeypatch: pytest.MonkeyPatch) -> None:
     """Binding and packing weights is reported as ``weights``, not as emission
-    or loading (it was once counted in "emit")."""
+    or loading (it was once counted in "emit"). The default schedules pack
+    nothing since issue 16 (``test_default_schedules_pack_no_weight``), so the
+    packing here is asked for: ``sched.pack`` of ``up``'s transposed weight in
+    tiles of 8, applied to the fused Loop IR and compiled by ``compile_loop``
+    (which runs no lowering or scheduling: those stages stay at 0). Packing
+    moves no arithmetic: the program computes the unpacked one's bits."""
     pack = CompiledProgram._pack_weights
     slow = 1.0
 
@@ -162,21 +187,81 @@ def test_compile_times_keep_weight_packing_apart(monkeypatch: pytest.MonkeyPatch
         time.sleep(slow)
         return pack(self)
 
+    graph, weights = mlp(), mlp_weights()
+    lowered = lower_to_loop(optimize_graph(graph))
+    packed = lowered.clone()
+    kernel, arg = _weight_arg(packed, "up")
+    packed.body.block.add_op(sched.ScheduleOp.from_directives(kernel, [sched.Pack(arg, 8)]))
+    assert apply_schedules(packed) == 1
+    assert [(b.buffer_name.data, b.tile.data) for b in
+            next(op for op in packed.ops if isinstance(op, loop.ProgramOp)).buffers()
+            if b.kind.data == "packed" and b.buffer_name and b.tile] == [("up", 8)]
+    plain = compile_loop(lowered, weights)
     monkeypatch.setattr(CompiledProgram, "_pack_weights", slow_pack)
-    # up's 32 columns are one AVX2 tile (4 vectors of 8), half an AVX-512 one: avx2 packs
-    monkeypatch.setenv("NANOCOMPILE_ARCH", "avx2")
     times = CompileTimes()
-    program = compile_program(mlp(), mlp_weights(), schedule=True, times=times)
-    assert any(b.kind.data == "packed" for b in program.program.buffers())
+    program = compile_loop(packed, weights, times=times)
+    assert set(program._packed) == {("up", 8)}
     assert times.weights >= slow
     assert times.emit < slow
     assert times.load < slow
+    assert times.lower == times.schedule == 0
     assert list(times.stages()) == ["lower", "schedule", "emit", "gcc", "load", "weights"]
     assert times.total == pytest.approx(sum(times.stages().values()))
     assert min(times.stages().values()) >= 0
-    assert times.schedule > 0
     assert times.gcc == program.library.compile_seconds
     assert times.cache_hit == program.library.cache_hit
+    x = np.random.default_rng(3).standard_normal((5, 16)).astype(np.float32)
+    assert np.array_equal(program.run({"x": x})["y"].view(np.uint32),
+                          plain.run({"x": x})["y"].view(np.uint32))
+
+
+def test_compile_times_of_the_default_schedules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compile_program(schedule=True)`` counts every stage (scheduling too), and
+    its weights stage packs nothing: no ``loop.buffer packed``, no packed copy."""
+    pack = CompiledProgram._pack_weights
+    made: list[dict[tuple[str, int], np.ndarray]] = []
+
+    def counted_pack(self: CompiledProgram) -> dict[tuple[str, int], np.ndarray]:
+        made.append(pack(self))
+        return made[-1]
+
+    monkeypatch.setattr(CompiledProgram, "_pack_weights", counted_pack)
+    for arch in ARCHES.values():
+        if missing_reason(arch) is not None:
+            continue  # compile_program builds for the arch and runs it: this CPU cannot
+        monkeypatch.setenv("NANOCOMPILE_ARCH", arch.name)
+        times = CompileTimes()
+        program = compile_program(mlp(), mlp_weights(), schedule=True, times=times)
+        assert not any(b.kind.data == "packed" for b in program.program.buffers()), arch.name
+        assert made[-1] == {}, arch.name
+        assert times.schedule > 0
+        assert times.lower > 0
+        assert times.total == pytest.approx(sum(times.stages().values()))
+        assert times.gcc == program.library.compile_seconds
+
+
+@pytest.mark.parametrize("arch", ["avx2", "avx512"])
+def test_default_schedules_pack_no_weight(arch: str) -> None:
+    """Issue 16: a projection's lanes loop reads a row of ``W`` as it lies in
+    memory, so the default schedules of one model layer (every projection, the
+    LM head, attention) ask for no ``sched.pack`` and the scheduled program
+    holds no ``loop.buffer packed``: no weight is copied (the IR is built for
+    either arch on any CPU; nothing is run)."""
+    cfg = Qwen2Config.from_dict(synthetic_config())
+    graph = build_qwen2(cfg, Qwen2GraphOptions(n_layers=1, last_only=False))
+    pipeline = Pipeline(graph, CompileOptions(arch=arch))
+    kernels = pipeline.kernels
+    chosen = [d.chosen for d in pipeline.decisions if d.chosen is not None]
+    assert chosen
+    assert not any(isinstance(directive, sched.Pack) for c in chosen for directive in c)
+    buffers = [op for op in kernels.walk() if isinstance(op, loop.BufferOp)]
+    assert {b.kind.data for b in buffers} >= {"weight", "input", "output"}
+    assert not any(b.kind.data == "packed" for b in buffers)
+    assert "loop.buffer packed" not in str(kernels)
+    assert "sched.pack" not in pipeline.text("scheduled")
+    matmuls = [op for op in kernels.walk() if isinstance(op, loop.ForOp)
+               and op.lanes is not None]
+    assert matmuls  # the projections' k loops are lanes loops (vectorized or not)
 
 
 # --------------------------------------------------------------------------

@@ -134,8 +134,10 @@ class KernelBuilder:
         self.op_noresult(loop.ForOp(name, self.index(0), ub, inner))
 
     def reduction_loop(self, name: str, extent: Expr, init: SSAValue,
-                       step: Callable[[SSAValue, SSAValue], SSAValue]) -> SSAValue:
-        """``acc = init; for k < extent: acc = step(k, acc)``; returns the final acc."""
+                       step: Callable[[SSAValue, SSAValue], SSAValue],
+                       lanes: int | None = None) -> SSAValue:
+        """``acc = init; for k < extent: acc = step(k, acc)``; returns the final acc
+        (with ``lanes``: a lanes loop, ``loop.ForOp``'s order)."""
         ub = self.expr(extent)
         inner = Block(arg_types=[IndexType(), init.type])
         outer_builder = self.builder
@@ -143,11 +145,11 @@ class KernelBuilder:
         nxt = step(inner.args[0], inner.args[1])
         self.builder.insert(loop.YieldOp(nxt))
         self.builder = outer_builder
-        return self.op(loop.ForOp(name, self.index(0), ub, inner, [init]))
+        return self.op(loop.ForOp(name, self.index(0), ub, inner, [init], lanes=lanes))
 
     def reduction_loop_multi(self, name: str, extent: Expr, inits: Sequence[SSAValue],
-                             step: Callable[[SSAValue, list[SSAValue]], list[SSAValue]]
-                             ) -> list[SSAValue]:
+                             step: Callable[[SSAValue, list[SSAValue]], list[SSAValue]],
+                             lanes: int | None = None) -> list[SSAValue]:
         """Like ``reduction_loop`` with several independent accumulators in one loop."""
         ub = self.expr(extent)
         inner = Block(arg_types=[IndexType(), *[v.type for v in inits]])
@@ -156,7 +158,7 @@ class KernelBuilder:
         nxt = step(inner.args[0], list(inner.args[1:]))
         self.builder.insert(loop.YieldOp(*nxt))
         self.builder = outer_builder
-        op = loop.ForOp(name, self.index(0), ub, inner, list(inits))
+        op = loop.ForOp(name, self.index(0), ub, inner, list(inits), lanes=lanes)
         self.builder.insert(op)
         return list(op.res)
 
@@ -210,6 +212,19 @@ def emit_binary(kb: KernelBuilder, kind: str, a: SSAValue, b: SSAValue) -> SSAVa
         return kb.op(ops[kind](a, b))
     iops = {"add": arith.AddiOp, "sub": arith.SubiOp, "mul": arith.MuliOp}
     return kb.op(iops[kind](a, b))
+
+
+MATMUL_LANES = 16
+"""The order of every matmul's sum over ``k``: 16 partial sums (``k mod 16``),
+each a chain of FMAs in ``k`` order, added by the halving tree at the end
+(``loop.ForOp``'s lanes loop). 16 is one AVX-512 vector and two AVX2 vectors,
+so the widest schedule of each arch keeps the order; the partial sums also
+make the rounding error grow with ``K / 16`` terms per chain, not ``K``."""
+
+
+def emit_fma(kb: KernelBuilder, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:
+    """``a * b + c`` rounded once (``math.fma``)."""
+    return kb.op(math.FmaOp(a, b, c))
 
 
 def emit_less_equal(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:

@@ -9,7 +9,8 @@ per concat operand) and applies elementwise ops, memoized per (value, index)
 within the enclosing loop scope. Row-invariant values (shaped like the
 result with a last axis of 1: reductions and what is computed from them) are
 computed once per row, before the last-axis loop. Matmuls accumulate over
-``k`` sequentially, all of a region's matmuls in one ``k`` loop.
+``k`` in the unfused kernel's order (a lanes loop of ``MATMUL_LANES`` FMA
+chains), all of a region's matmuls in one ``k`` loop.
 
 Every value is computed by the same scalar operation as the unfused kernel of
 its primitive, in the same order: fused and unfused programs agree bitwise.
@@ -30,11 +31,13 @@ from nanocompile.ir.layout import Layout
 from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr, product
 from nanocompile.lowering.builder import (
+    MATMUL_LANES,
     Arg,
     KernelBuilder,
     emit_accumulate,
     emit_binary,
     emit_cast,
+    emit_fma,
     emit_less_equal,
     emit_unary,
     identity,
@@ -283,10 +286,11 @@ class RegionEmitter:
             at = [k if d == axis else i for d, i in enumerate(idx)]
             return emit_accumulate(self.kb, kind, acc, self.emit(src, at))
 
-        return self.kb.reduction_loop("k", src_type.dims[axis], init, step)
+        lanes = MATMUL_LANES if kind == "sum" and dtype == "f32" else None
+        return self.kb.reduction_loop("k", src_type.dims[axis], init, step, lanes)
 
     def matmuls(self, ops: Sequence[g.MatmulOp], idx: list[SSAValue]) -> list[SSAValue]:
-        """All ``ops`` at ``idx`` = [batch..., m, n], in one sequential k loop."""
+        """All ``ops`` at ``idx`` = [batch..., m, n], in one lanes k loop."""
         batch = len(idx) - 2
         inits = [self.kb.const(0.0, "f32") for _ in ops]
 
@@ -296,11 +300,11 @@ class RegionEmitter:
             for op, acc in zip(ops, accs, strict=True):
                 a = self.emit(op.lhs, [*idx[:batch], idx[batch], k])
                 b = self.emit(op.rhs, [*idx[:batch], k, idx[batch + 1]])
-                out.append(emit_binary(self.kb, "add", acc, emit_binary(self.kb, "mul", a, b)))
+                out.append(emit_fma(self.kb, a, b, acc))
             return out
 
         results = self.kb.reduction_loop_multi("k", g.tensor_type(ops[0].lhs).dims[-1], inits,
-                                               step)
+                                               step, MATMUL_LANES)
         for op, r in zip(ops, results, strict=True):
             self.scopes[-1][(op.result, tuple(idx))] = r
         return results

@@ -20,11 +20,13 @@ from nanocompile.ir.layout import Layout, contiguous_strides
 from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr
 from nanocompile.lowering.builder import (
+    MATMUL_LANES,
     Arg,
     KernelBuilder,
     emit_accumulate,
     emit_binary,
     emit_cast,
+    emit_fma,
     emit_less_equal,
     emit_unary,
     identity,
@@ -130,7 +132,8 @@ def build_reduce(kind: str, axis: int) -> Builder:
                 idx = [k if d == axis else iv for d, iv in enumerate(ivs)]
                 return emit_accumulate(kb, kind, acc, kb.load(1, idx))
 
-            kb.store(kb.reduction_loop("k", src.shape[axis], init, step), 0, ivs)
+            lanes = MATMUL_LANES if kind == "sum" and spec.dtype == "f32" else None
+            kb.store(kb.reduction_loop("k", src.shape[axis], init, step, lanes), 0, ivs)
 
         kb.loop_nest(spec.shape, body)
         return kb.finish(f"reduce_{kind}")
@@ -140,7 +143,8 @@ def build_reduce(kind: str, axis: int) -> Builder:
 
 def build_matmul(symbols: Sequence[str], spec: TensorSpec,
                  layouts: Sequence[Layout]) -> loop.KernelOp:
-    """``out[..., m, n] = sum_k a[..., m, k] * b[..., k, n]``, k in order, mul then add."""
+    """``out[..., m, n] = sum_k a[..., m, k] * b[..., k, n]``: a lanes loop of
+    ``MATMUL_LANES`` FMA chains over ``k`` (``loop.ForOp``), whatever the layouts."""
     a, b = layouts
     kb = _new(symbols, spec, [(spec.dtype, a), (spec.dtype, b)])
     batch = len(spec.shape) - 2
@@ -151,9 +155,9 @@ def build_matmul(symbols: Sequence[str], spec: TensorSpec,
         def step(k: SSAValue, acc: SSAValue) -> SSAValue:
             x = kb.load(1, [*ivs[:batch], ivs[batch], k])
             y = kb.load(2, [*ivs[:batch], k, ivs[batch + 1]])
-            return emit_binary(kb, "add", acc, emit_binary(kb, "mul", x, y))
+            return emit_fma(kb, x, y, acc)
 
-        kb.store(kb.reduction_loop("k", a.shape[-1], init, step), 0, ivs)
+        kb.store(kb.reduction_loop("k", a.shape[-1], init, step, MATMUL_LANES), 0, ivs)
 
     kb.loop_nest(spec.shape, body)
     return kb.finish("matmul")

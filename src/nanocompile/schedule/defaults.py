@@ -6,20 +6,29 @@ whose preconditions hold (every primitive checks before it changes anything)
 and records why the ones before it were refused. A kernel whose candidates
 are all refused (or that has none) stays unscheduled.
 
-* **projection matmuls** (a ``k`` loop reading weights through ``W.T``): pack
-  every weight argument in tiles of one vector, split the output columns into
-  tiles of ``column_vectors`` vectors, vectorize the tile, privatize ``k``
-  (the tile's accumulators become ``k``'s loop-carried vectors: registers),
-  move the tiles outside the rows (a weight tile is reused by every row from
-  cache), jam ``rows`` rows as well (peeling the leftover row), and run the
-  tiles on the pool; without the row jam if it is refused (``MATMUL_TILES``:
-  the tile per arch, sized to its vector registers);
-* **other matmuls** (attention: scores and context): vectorize the last
-  result dim when its loads are contiguous, and run the outermost
+* **projection matmuls** (rows x columns, each result a lanes loop ``k``
+  whose operands are contiguous along ``k``: a row of ``x`` and a row of
+  ``W``, read as they lie in memory, no packed copy): a register tile of
+  ``rows`` rows x ``columns`` output columns. Split the columns into tiles,
+  move the tiles outside the rows (a tile of ``W`` rows is reused by every
+  row from cache), split the rows (peeling the leftover rows), vectorize
+  ``k`` (its 16 lanes become vectors: one AVX-512 or two AVX2 registers per
+  result), privatize ``k`` twice (the ``rows * columns`` accumulators become
+  ``k``'s loop-carried vectors: per 16 values of ``k`` the tile loads
+  ``rows + columns`` vectors for ``rows * columns`` FMAs) and run the column
+  tiles on the pool; at one row (decode) only the leftover-row copy runs,
+  ``columns`` results per ``x`` load. Without the row jam if it is refused;
+  ``MATMUL_TILES``: the tile per arch, sized to its vector registers;
+* **other matmuls** (attention: scores and context): vectorize ``k`` when its
+  loads are contiguous (scores: ``q . k`` over the head dim), else the last
+  result dim (context: ``k`` runs down a column of ``V``; each lane of the
+  vector keeps its own 16 partial sums), and run the outermost
   constant-extent result loop on the pool (the heads);
-* **elementwise and row kernels**: vectorize the innermost result loop
-  (reductions stay scalar: a sum's order is the result's bits); serial, since
-  at decode sizes their work is below the cost of waking a thread.
+* **elementwise and row kernels**: vectorize the innermost result loop and a
+  row's f32 sum (a lanes loop ``k``, like a matmul's: its lanes become vector
+  lanes, the same order; other reductions stay scalar: a max's order is
+  sequential); serial, since at decode sizes their work is below the cost of
+  waking a thread.
 
 With a scalar arch (``NANOCOMPILE_ARCH=scalar``) only the pool is used.
 """
@@ -35,27 +44,25 @@ from nanocompile.targets.arch import Arch, host_arch
 
 @dataclass(frozen=True)
 class MatmulTile:
-    """A projection's register tile: ``rows`` rows jammed with ``column_vectors``
-    vectors of output columns (``rows * column_vectors`` accumulators)."""
+    """A projection's register tile: ``rows`` rows jammed with ``columns`` output
+    columns (``rows * columns`` lanes accumulators of 16 floats each)."""
 
     rows: int
-    column_vectors: int
+    columns: int
 
 
-# Per vector arch. AVX2 (16 ymm): 3 rows x 4 vectors = 12 accumulators + 4 weight
-# vectors fit. bench matmul, 64 rows: 2 rows gave gate/up 26 ms and down 14 ms, 3 rows 20
-# and 9 ms; 4 and 6 rows were tried on a noisy machine and were not clearly better.
-# AVX-512 (32 zmm): 6 rows x 4 vectors = 24 accumulators + 4 weight vectors + a row
-# broadcast. bench matmul, 1 thread, kernel time / NumPy's in the same run (the machine's
-# speed drifted by ~35 % between runs; NumPy's work is fixed), medians of 6 cold-cache runs
-# (5-8 rounds each) | 3 warm-cache runs (25 rounds), 64 rows:
-#                 avx2 3x4     avx512 3x4   avx512 4x4   avx512 6x4
-#   q_proj        1.23 | 1.33  1.07 | 1.18  0.94 | 1.07  0.92 | 1.02
-#   gate_up       1.54 | 1.45  1.27 | 1.22  1.19 | 1.22  1.19 | 1.19
-#   down_proj     1.37 | 1.45  1.35 | 1.36  1.20 | 1.21  1.14 | 1.13
-# (5x4 and 6x2, 3 cold runs: 0.96/1.18/1.18 and 1.09/1.15/1.23); at 1 row the tile does
-# not matter (0.72-0.95 for every avx512 tile, 0.76-0.95 for avx2).
-MATMUL_TILES = {"avx2": MatmulTile(3, 4), "avx512": MatmulTile(6, 4)}
+# Per vector arch; an accumulator is 16 floats (MATMUL_LANES): one zmm, two ymm. A kernel
+# of two sums per column (gate/up) jams half the columns. Measured on the Xeon (Sapphire
+# Rapids, 1 thread, warm cache, 64 rows, kernel GFLOP/s best/median of 9, all tiles
+# alternated in one process; the machine is shared and noisy):
+#   avx512      6x4      4x4      5x4      3x8      2x8  (8x3, 6x3, 4x6: the columns do not
+#   q_proj    134/124  126/121  131/120   84/76    83/68   divide 896, no row jam: ~43)
+#   down_proj 105/66   103/60   104/57    71/66    63/62
+#   avx2        3x2      4x2      2x2      2x4      6x2
+#   q_proj     65/34    36/35    31/30    71/66    72/38
+#   down_proj  31/28    42/30    26/23    32/28    40/34
+# (AVX2 code on the Xeon, not on an AVX2-only Zen 3: its tile is still to be measured there.)
+MATMUL_TILES = {"avx2": MatmulTile(2, 4), "avx512": MatmulTile(6, 4)}
 
 
 def _extent(for_op: loop.ForOp) -> int | None:
@@ -80,15 +87,16 @@ def _has_k(for_op: loop.ForOp) -> bool:
                for op in for_op.body.block.ops)
 
 
-def _weight_args(kernel: loop.KernelOp) -> list[int]:
-    """Arguments read as a transposed constant matrix ``[K, N]``, strides ``[1, K]``."""
-    args = []
-    for i, (fp, mode) in enumerate(zip(kernel.footprints.data, kernel.modes, strict=True)):
-        dims, strides = fp.dims, fp.stride_exprs
-        if mode == "r" and len(dims) == 2 and all(d.is_const for d in dims) \
-                and strides[0] == 1 and strides[1] == dims[0]:
-            args.append(i)
-    return args
+def _lanes_k(for_op: loop.ForOp) -> bool:
+    """``for_op`` holds the lanes loop ``k`` (a matmul's reduction)."""
+    return any(isinstance(op, loop.ForOp) and op.loop_name.data == "k" and op.lanes is not None
+               for op in for_op.body.block.ops)
+
+
+def _lanes_sums(for_op: loop.ForOp) -> int:
+    """How many values the lanes loop ``k`` in ``for_op`` carries."""
+    return max(len(op.inits) for op in for_op.body.block.ops
+               if isinstance(op, loop.ForOp) and op.loop_name.data == "k")
 
 
 def _parallel_outer(nest: list[loop.ForOp], min_chunk: int) -> sched.Parallel | None:
@@ -114,35 +122,40 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
     lanes = arch.f32_lanes
     candidates: list[list[sched.Directive]] = []
     if _has_k(nest[-1]):
-        weights = _weight_args(kernel)
-        if arch.vector and weights:
+        parallel = _parallel_outer(nest, min_chunk)
+        if arch.vector and _lanes_k(nest[-1]):
             jam = MATMUL_TILES[arch.name] if tile is None else tile
-            width = lanes * jam.column_vectors  # (gate/up, two weights: twice the
-            # accumulators, a few spill; on AVX2 half the columns measured no faster at 64
-            # rows and slower at 1)
-            packed = [sched.Pack(a, lanes) for a in weights]
-            columns = [sched.Split(last, width, f"{last}o", f"{last}i")]
-            grain = sched.Parallel(f"{last}o", max(1, min_chunk // jam.column_vectors))
+            sums = _lanes_sums(nest[-1])  # gate/up: two sums per column share x
+            if sums > 1 and tile is None and jam.columns >= 4:
+                jam = MatmulTile(jam.rows, jam.columns // sums)
+            cols_o, cols_i = f"{last}o", f"{last}i"
+            columns = [sched.Split(last, jam.columns, cols_o, cols_i, peel=True)]
+            grain = sched.Parallel(cols_o, max(1, min_chunk // jam.columns))
             if len(nest) == 2:  # rows x columns: jam jam.rows rows too (prefill)
                 rows = nest[0].loop_name.data
                 candidates.append([
-                    *packed, *columns,
-                    sched.Reorder((f"{last}o", rows)),  # a weight tile serves every row
+                    *columns,
+                    sched.Reorder((cols_o, rows)),  # a tile of W serves every row
                     sched.Split(rows, jam.rows, f"{rows}o", f"{rows}i", peel=True),
-                    sched.Vectorize(f"{last}i", lanes),
+                    sched.Vectorize("k", lanes), sched.Vectorize("k_tail", lanes),
                     sched.Privatize("k"), sched.Privatize("k"),  # columns, then rows
-                    sched.Vectorize(f"{last}i_tail", lanes),  # the leftover row
-                    sched.Privatize("k_tail"),
+                    sched.Privatize("k_tail"),  # the leftover rows: columns only
                     grain,
                 ])
-            candidates.append([*packed, *columns, sched.Vectorize(f"{last}i", lanes),
-                               sched.Privatize("k"), grain])
-        parallel = _parallel_outer(nest, min_chunk)
+            candidates.append([*columns, sched.Vectorize("k", lanes), sched.Privatize("k"),
+                               grain])
+            if parallel is not None and parallel.loop != last:
+                candidates.append([sched.Vectorize("k", lanes), parallel])
         if arch.vector and parallel is not None and parallel.loop != last:
             candidates.append([sched.Vectorize(last, lanes), parallel])
         if parallel is not None:
             candidates.append([parallel])
     elif arch.vector:
+        reductions = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
+                      and op.loop_name.data == "k"]
+        if len(reductions) == 1 and reductions[0].lanes is not None:
+            # a row's sum (rms_norm): its lanes as vectors too
+            candidates.append([sched.Vectorize(last, lanes), sched.Vectorize("k", lanes)])
         candidates.append([sched.Vectorize(last, lanes)])
     return candidates
 

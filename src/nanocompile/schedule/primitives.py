@@ -38,6 +38,11 @@ class SharedWrite(ScheduleError):
     the same elements."""
 
 
+class LanesLoop(CarriesValues):
+    """The loop is (or is inside) a lanes loop, whose reduction order only
+    ``vectorize`` and ``privatize`` keep."""
+
+
 class ReadsOwnWrites(ScheduleError):
     """The loop loads from an argument the kernel writes: reordering its
     iterations could read a value before or after a store it used to follow."""
@@ -108,6 +113,9 @@ def parallel(kernel: loop.KernelOp, name: str, grain: int = 1) -> None:
         if isinstance(outer, loop.ForOp) and outer.parallel is not None:
             raise NestedParallel(f"parallel '{name}': enclosing loop "
                                  f"'{outer.loop_name.data}' is already parallel")
+        if isinstance(outer, loop.ForOp) and outer.lanes is not None:
+            raise LanesLoop(f"parallel '{name}': enclosing loop '{outer.loop_name.data}' is "
+                            "a lanes loop")
         outer = outer.parent_op()
     for op in target.body.walk():
         if isinstance(op, loop.ForOp) and op.parallel is not None:
@@ -244,6 +252,9 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
     if factor < 2:
         raise ScheduleError(f"split '{name}': factor must be >= 2, got {factor}")
     target = find_loop(kernel, name)
+    if target.lanes is not None:
+        raise LanesLoop(f"split '{name}': a lanes loop's order is fixed by its lanes (vectorize "
+                        "it instead)")
     taken = _names(kernel) & ({outer, inner} | (tail_names(target) if peel else set()))
     if taken:
         raise NameTaken(f"split '{name}': loop name(s) {sorted(taken)} already used")
@@ -383,6 +394,9 @@ def unroll(kernel: loop.KernelOp, name: str, factor: int | None = None) -> None:
         unroll(kernel, f"{name}_u")
         return
     target = find_loop(kernel, name)
+    if target.lanes is not None:
+        raise LanesLoop(f"unroll '{name}': a lanes loop's order is fixed by its lanes "
+                        "(vectorize it instead)")
     lo, hi = _const(target.lb), _const(target.ub)
     if lo is None or hi is None:
         raise DynamicTripCount(f"unroll '{name}': the trip count is not a constant")

@@ -114,7 +114,8 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
         assert isinstance(last, loop.YieldOp)
         yielded += [mapping.get(v, v) for v in last.values]
     jammed.add_op(loop.YieldOp(*yielded))
-    new = loop.ForOp(name, inner.lb, inner.ub, jammed, inits, inner.step.data)
+    new = loop.ForOp(name, inner.lb, inner.ub, jammed, inits, inner.step.data,
+                     None if inner.lanes is None else inner.lanes.data)
     setup.add_op(new)
     for t, mapping in enumerate(maps):
         for j, res in enumerate(inner.res):

@@ -13,8 +13,9 @@ executes, in the same order, so the result is bitwise the scalar one:
 * an index that varies with the lane must be ``base + lane`` (coefficient
   one); it may only address memory at a position with stride 1 (consecutive
   lanes read consecutive elements), or pass through ``divsi``/``remsi`` by a
-  tile ``T`` when its base is a known multiple of ``T`` and ``W`` divides
-  ``T`` (a packed weight's column ``n / T``, ``n % T``);
+  tile ``T`` when its base is a known multiple of ``W`` and ``W`` divides
+  ``T`` (the lanes stay in one tile: a packed weight's column ``n / T``,
+  ``n % T``, or ``k / 64``, ``k % 64`` reading heads as one row);
 * a loop nested in the vectorized one keeps its order; its loop-carried
   values become vectors, so lane ``l`` sums its own terms in the scalar order.
 
@@ -94,6 +95,12 @@ class NoVectorForm(NotVectorizable):
     vector form (integer or bf16 data, casts)."""
 
 
+class RaggedLanes(NotVectorizable):
+    """A lanes loop whose trip count is not a known multiple of its lanes (or
+    whose lanes the width does not divide): the vectors would not hold whole
+    lane groups."""
+
+
 @dataclass(frozen=True)
 class Lane:
     """An index value: ``base + coef * lane``, ``base`` a multiple of ``align``."""
@@ -103,6 +110,7 @@ class Lane:
 
 
 _FLOAT_BINARY = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.MaximumfOp)
+_FLOAT_TERNARY = (xmath.FmaOp,)
 _FLOAT_UNARY = (arith.NegfOp, xmath.ExpOp, xmath.SqrtOp, xmath.SinOp, xmath.CosOp)
 
 
@@ -177,7 +185,8 @@ class _Analysis:
             return
         elif op.results and isinstance(op.results[0].type, IndexType):
             self.index[op.results[0]] = self.index_op(op)
-        elif isinstance(op, (*_FLOAT_BINARY, *_FLOAT_UNARY, arith.CmpfOp, arith.SelectOp)):
+        elif isinstance(op, (*_FLOAT_BINARY, *_FLOAT_UNARY, *_FLOAT_TERNARY, arith.CmpfOp,
+                             arith.SelectOp)):
             if any(self.varies(v) for v in op.operands):
                 self.varying.update(op.results)
         elif any(self.varies(v) for v in op.operands):
@@ -201,11 +210,13 @@ class _Analysis:
             return operands[c.index(1) ^ 1]
         elif isinstance(op, arith.DivSIOp | arith.RemSIOp) and operands[1].coef == 0:
             tile = c[1]
-            if tile is not None and tile > 0 and operands[0].align % tile == 0 \
+            # base a multiple of the width, the width dividing the tile: the lanes
+            # base .. base + width - 1 lie in one tile
+            if tile is not None and tile > 0 and operands[0].align % self.width == 0 \
                     and tile % self.width == 0:
                 if isinstance(op, arith.DivSIOp):
                     return Lane(0, 1)
-                return Lane(1, tile)
+                return Lane(1, math.gcd(operands[0].align, tile))
         raise LaneIndexArithmetic(f"{self.where}: {op.name} makes an index that differs "
                                   "per lane in a way no vector load can follow")
 
@@ -322,6 +333,9 @@ class _Builder:
                                   self.vec(op.rhs, into))
         if isinstance(op, _FLOAT_BINARY):
             return type(op)(self.vec(op.operands[0], into), self.vec(op.operands[1], into))
+        if isinstance(op, _FLOAT_TERNARY):
+            a, b, c = (self.vec(v, into) for v in op.operands)
+            return xmath.FmaOp(a, b, c)
         assert isinstance(op, _FLOAT_UNARY)
         return type(op)(self.vec(op.operands[0], into))
 
@@ -361,7 +375,7 @@ class _Builder:
             else:
                 self.op(inner, body)
         new = loop.ForOp(op.loop_name.data, self.get(op.lb), self.get(op.ub), body, inits,
-                         op.step.data)
+                         op.step.data, None if op.lanes is None else op.lanes.data)
         into.add_op(new)
         for old, res in zip(op.res, new.res, strict=True):
             self.map[old] = res
@@ -393,6 +407,9 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
                             f"got {width}")
     if target.step.data != 1:
         raise ScheduleError(f"vectorize '{name}': step {target.step.data} is not 1")
+    if target.lanes is not None:
+        _vectorize_lanes(kernel, target, width)
+        return
     if target.inits:
         raise CrossLaneReduction(f"vectorize '{name}': the loop carries {len(target.inits)} "
                                  "value(s): a reduction across iterations would run across "
@@ -432,5 +449,82 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     if needs_tail:
         ops.append(tail_loop(target, mid.results[0], []))
     _insert_before(target, ops)
+    target.detach()
+    target.erase()
+
+
+def _check_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> _Analysis:
+    """``_vectorize_lanes``' preconditions (the kernel is unchanged when one fails)."""
+    where = f"vectorize '{target.loop_name.data}'"
+    assert target.lanes is not None
+    lanes = target.lanes.data
+    if lanes % width != 0:
+        raise RaggedLanes(f"{where}: width {width} does not divide the loop's {lanes} lanes")
+    lo, hi = _const(target.lb), _const(target.ub)
+    if lo is None or hi is None or (hi - lo) % lanes != 0:
+        raise RaggedLanes(f"{where}: the trip count is not a known multiple of {lanes} lanes")
+    if any(v.type != f32 for v in target.inits):
+        raise NoVectorForm(f"{where}: the loop carries a non-f32 value")
+    if target.parallel is not None:
+        raise ScheduleError(f"{where}: the loop is parallel")
+    check_no_own_reads(kernel, target, where)
+    analysis = _Analysis(target, width)
+    analysis.varying.update(target.iter_args)
+    analysis.run()
+    return analysis
+
+
+def _vectorize_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> None:
+    """A lanes loop of ``L`` lanes as ``L / width`` vectors per carried value: the
+    loop steps by ``L``; vector ``j`` holds lanes ``j * width ..``, so iteration
+    ``i`` still updates lane ``(i - lb) mod L``. After the loop the vectors are
+    added by the halving tree's first levels (vector ``j`` + vector ``j + m/2``,
+    the pairs lane ``l`` + lane ``l + L/2`` ...) and ``loop.lanesum`` does the
+    rest: the scalar lanes loop's bits (``loop.ForOp``)."""
+    name = target.loop_name.data
+    analysis = _check_lanes(kernel, target, width)
+    assert target.lanes is not None
+    lanes = target.lanes.data
+    chunks = lanes // width
+    carried = len(target.inits)
+    setup: list[Operation] = [loop.SplatOp(v, width) for v in target.inits]
+    inits = [op.results[0] for op in setup for _ in range(chunks)]  # value-major
+    body = Block(arg_types=[IndexType(), *[v.type for v in inits]])
+    builder = _Builder(analysis)
+    yielded: list[SSAValue] = [body.args[0]] * len(inits)
+    for j in range(chunks):
+        base: SSAValue = body.args[0]
+        if j:
+            offset = arith.ConstantOp(IntegerAttr(j * width, IndexType()))
+            shifted = arith.AddiOp(base, offset)
+            body.add_ops([offset, shifted])
+            base = shifted.result
+        builder.map[target.iv] = base
+        for c, arg in enumerate(target.iter_args):
+            builder.map[arg] = body.args[1 + c * chunks + j]
+        for op in target.body.block.ops:
+            if not isinstance(op, loop.YieldOp):
+                builder.op(op, body)
+        last = target.body.block.last_op
+        assert isinstance(last, loop.YieldOp)
+        for c, v in enumerate(last.values):
+            yielded[c * chunks + j] = builder.vec(v, body)
+    body.add_op(loop.YieldOp(*yielded))
+    main = loop.ForOp(name, target.lb, target.ub, body, inits, lanes)
+    after: list[Operation] = [*setup, main]
+    totals: list[SSAValue] = []
+    for c in range(carried):
+        vectors: list[SSAValue] = list(main.res[c * chunks:(c + 1) * chunks])
+        while len(vectors) > 1:
+            half = len(vectors) // 2
+            adds = [arith.AddfOp(vectors[i], vectors[i + half]) for i in range(half)]
+            after += adds
+            vectors = [a.result for a in adds]
+        total = loop.LaneSumOp(vectors[0])
+        after.append(total)
+        totals.append(total.result)
+    _insert_before(target, after)
+    for old, new in zip(target.res, totals, strict=True):
+        old.replace_all_uses_with(new)
     target.detach()
     target.erase()

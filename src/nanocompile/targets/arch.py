@@ -33,7 +33,7 @@ class Arch:
 
 
 SCALAR = Arch("scalar", 1, ())
-AVX2 = Arch("avx2", 8, ("avx2",), 16)
+AVX2 = Arch("avx2", 8, ("avx2", "fma"), 16)  # FMA3: the matmuls' _mm256_fmadd_ps
 AVX512 = Arch("avx512", 16, ("avx512f",), 32)
 ARCHES = {a.name: a for a in (SCALAR, AVX2, AVX512)}
 WIDEST_FIRST = (AVX512, AVX2)  # what host_arch() looks for, in order

@@ -20,7 +20,7 @@ emitter never changes the IR, and the same module always prints the same C.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO
 
 import numpy as np
@@ -42,7 +42,13 @@ from nanocompile.dialects import loop
 from nanocompile.ir.checks import where
 from nanocompile.ir.dtypes import numpy_dtype
 from nanocompile.ir.symbolic import Expr
-from nanocompile.targets.c_vector import vector_c_type, vector_expr, vector_prefix, vector_prelude
+from nanocompile.targets.c_vector import (
+    vector_add,
+    vector_c_type,
+    vector_expr,
+    vector_prefix,
+    vector_prelude,
+)
 
 
 class EmitError(ValueError):
@@ -156,6 +162,7 @@ class _Function:
     tasks: list[str] | None = None  # outlined parallel loop bodies, printed before the kernel
     in_task: bool = False  # a failed check records its code in the task's context
     symbols: tuple[str, ...] = ()  # the kernel's size-symbol parameters
+    early: set[Operation] = field(default_factory=set)  # ops printed ahead of their place
 
     def fresh(self, value: SSAValue, prefix: str = "v") -> str:
         name = f"{prefix}{self.counter}"
@@ -215,6 +222,10 @@ class CEmitter:
 
     def _emit_op(self, op: Operation, f: _Function, depth: int) -> None:
         pad = "  " * depth
+        if op in f.early:
+            return  # printed ahead, with a group of lanesums
+        if isinstance(op, loop.LaneSumOp) and self._emit_lanesums(op, f, depth):
+            return
         if isinstance(op, loop.ForOp):
             self._emit_for(op, f, depth)
             return
@@ -242,6 +253,48 @@ class CEmitter:
         expr = self._expr(op, f)
         name = f.fresh(result)
         f.lines.append(f"{pad}const {c_type(result.type)} {name} = {expr};")
+
+    def _emit_lanesums(self, first: loop.LaneSumOp, f: _Function, depth: int) -> bool:
+        """Print ``first`` and up to three later lanesums of its block (same vector
+        type, inputs computable now) as one ``nc_lanesum<W>x4``; False when no
+        group of four forms. A later input may still be a chain of pure vector
+        adds of values printed already (AVX2: the two halves of 16 lanes); those
+        adds are printed first. Only pure ops move, so the values are the same."""
+        vtype = first.input.type
+        assert isinstance(vtype, VectorType)
+        width = vtype.get_shape()[0]
+        if width not in (8, 16):
+            return False
+        group: list[loop.LaneSumOp] = [first]
+        moves: list[Operation] = []
+        op = first.next_op
+        while op is not None and len(group) < GROUP_LANESUMS:
+            if isinstance(op, loop.LaneSumOp) and op.input.type == vtype:
+                needed = _pure_chain(op.input, f, set(moves))
+                if needed is not None:
+                    group.append(op)
+                    moves += needed
+            op = op.next_op
+        if len(group) < GROUP_LANESUMS or not self._ready(first.input, f):
+            return False
+        pad = "  " * depth
+        for early in moves:
+            self._emit_op(early, f, depth)
+            f.early.add(early)
+        n = f.counter
+        f.counter += 1
+        args = ", ".join(f[g.input] for g in group)
+        f.lines.append(f"{pad}const __m128 ls{n} = nc_lanesum{width}x4({args});")
+        for lane, g in enumerate(group):
+            name = f.fresh(g.result)
+            f.lines.append(f"{pad}const float {name} = _mm_cvtss_f32(_mm_shuffle_ps(ls{n}, ls{n}, "
+                           f"{0x55 * lane:#04x}));")
+            f.early.add(g)
+        return True
+
+    @staticmethod
+    def _ready(value: SSAValue, f: _Function) -> bool:
+        return value in f.names
 
     def _emit_parallel(self, op: loop.ForOp, f: _Function, depth: int) -> None:
         """Outline the body into a task run by ``nc_parallel_for`` over contiguous
@@ -292,6 +345,9 @@ class CEmitter:
         if op.parallel is not None:
             self._emit_parallel(op, f, depth)
             return
+        if op.lanes is not None:
+            self._emit_lanes(op, f, depth)
+            return
         carried = []
         for arg, init, res in zip(op.iter_args, op.inits, op.res, strict=True):
             name = f.fresh(res, "acc")
@@ -314,6 +370,60 @@ class CEmitter:
             f.lines.extend(temps)
             f.lines.extend(f"{pad}  {name} = t{k};" for k, name in enumerate(carried))
         f.lines.append(f"{pad}}}")
+
+    def _emit_lanes(self, op: loop.ForOp, f: _Function, depth: int) -> None:
+        """A lanes loop: each carried value is an array of ``L`` partials; iteration
+        ``base + l`` updates partial ``l``; then the halving tree into partial 0."""
+        pad = "  " * depth
+        assert op.lanes is not None
+        lanes = op.lanes.data
+        arrays = []
+        n = f.counter
+        f.counter += 1
+        base, lane = f"kb{n}", f"kl{n}"
+        for init, res in zip(op.inits, op.res, strict=True):
+            name = f.fresh(res, "acc")
+            arrays.append(name)
+            f.lines.append(f"{pad}{c_type(res.type)} {name}[{lanes}];")
+            f.lines.append(f"{pad}for (int {lane} = 0; {lane} < {lanes}; ++{lane}) "
+                           f"{name}[{lane}] = {f[init]};")
+        for arg, name in zip(op.iter_args, arrays, strict=True):
+            f.names[arg] = f"{name}[{lane}]"
+        lo, hi = _index_const(op.lb), _index_const(op.ub)
+        whole = lo is not None and hi is not None and (hi - lo) % lanes == 0
+        f.lines.append(f"{pad}for (int64_t {base} = {f[op.lb]}; {base} < {f[op.ub]}; "
+                       f"{base} += {lanes}) {{  /* {op.loop_name.data} (lanes {lanes}) */")
+        count = str(lanes)
+        if not whole:
+            count = f"kn{n}"
+            f.lines.append(f"{pad}  const int64_t {count} = {f[op.ub]} - {base} < {lanes} ? "
+                           f"{f[op.ub]} - {base} : {lanes};")
+        f.lines.append(f"{pad}  for (int {lane} = 0; {lane} < {count}; ++{lane}) {{")
+        iv = f.fresh(op.iv, "i")
+        f.lines.append(f"{pad}    const int64_t {iv} = {base} + {lane};")
+        for inner in op.body.block.ops:
+            self._emit_op(inner, f, depth + 2)
+        yielded = op.body.block.last_op
+        assert isinstance(yielded, loop.YieldOp)
+        temps = [f"t{k}" for k in range(len(arrays))]
+        for t, v in zip(temps, yielded.values, strict=True):
+            f.lines.append(f"{pad}    const {c_type(v.type)} {t} = {f[v]};")
+        for t, name in zip(temps, arrays, strict=True):
+            f.lines.append(f"{pad}    {name}[{lane}] = {t};")
+        f.lines.append(f"{pad}  }}")
+        f.lines.append(f"{pad}}}")
+        half = f"kh{n}"
+        f.lines.append(f"{pad}for (int {half} = {lanes // 2}; {half} >= 1; {half} /= 2) {{"
+                       "  /* the halving tree */")
+        f.lines.append(f"{pad}  for (int {lane} = 0; {lane} < {half}; ++{lane}) {{")
+        for name, res in zip(arrays, op.res, strict=True):
+            a, b = f"{name}[{lane}]", f"{name}[{lane} + {half}]"
+            add = vector_add(res.type, a, b) if isinstance(res.type, VectorType) else f"{a} + {b}"
+            f.lines.append(f"{pad}    {a} = {add};")
+        f.lines.append(f"{pad}  }}")
+        f.lines.append(f"{pad}}}")
+        for name, res in zip(arrays, op.res, strict=True):
+            f.names[res] = f"{name}[0]"
 
     def _emit_if(self, op: loop.IfOp, f: _Function, depth: int) -> None:
         pad = "  " * depth
@@ -363,6 +473,8 @@ class CEmitter:
             return f"{f[op.lhs]} > {f[op.rhs]} ? {f[op.lhs]} : {f[op.rhs]}"
         if type(op) in _MATH:
             return f"{_MATH[type(op)]}({f[op.operands[0]]})"
+        if isinstance(op, xmath.FmaOp):
+            return f"fmaf({f[op.a]}, {f[op.b]}, {f[op.c]})"
         if isinstance(op, arith.ExtFOp):
             return f"nc_bf16({f[op.input]})"
         if isinstance(op, _CASTS):
@@ -457,6 +569,34 @@ class CEmitter:
                             "(t1.tv_nsec - t0.tv_nsec);")
         return body
 
+
+
+GROUP_LANESUMS = 4
+
+
+def _pure_chain(value: SSAValue, f: _Function, moving: set[Operation],
+                depth: int = 2) -> list[Operation] | None:
+    """The pure vector adds (innermost first) to print so that ``value`` has a
+    name now, or None when it needs anything else (at most ``depth`` levels)."""
+    if value in f.names:
+        return []
+    owner = value.owner
+    if depth == 0 or not isinstance(owner, arith.AddfOp) or owner in moving:
+        return None
+    ops: list[Operation] = []
+    for operand in owner.operands:
+        inner = _pure_chain(operand, f, moving | set(ops), depth - 1)
+        if inner is None:
+            return None
+        ops += [o for o in inner if o not in ops]
+    return [*ops, owner]
+
+
+def _index_const(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return int(owner.value.value.data)
+    return None
 
 
 def _free_values(loop_op: loop.ForOp) -> list[SSAValue]:

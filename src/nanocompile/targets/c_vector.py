@@ -13,7 +13,16 @@ scalar C of the same op gives (``-ffp-contract=off``, no FMA):
 * comparisons use the predicates of C's operators: ordered and quiet (``<=``
   is ``_CMP_LE_OQ``), ``!=`` unordered (``_CMP_NEQ_UQ``);
 * ``exp``, ``sin`` and ``cos`` call the same libm function per lane as the
-  scalar code, so no vector approximation enters.
+  scalar code, so no vector approximation enters;
+* ``math.fma`` is ``_mm256_fmadd_ps`` (``_mm512_fmadd_ps``): one rounding
+  per lane, like ``fmaf``;
+* ``loop.lanesum`` is ``nc_lanesum4/8/16``: the halving tree (16 lanes: the
+  low and high 256 bits added, then 8: the low and high 128 bits, then 4:
+  lanes 0,1 plus 2,3, then lane 0 plus lane 1), the pairs the scalar tree of
+  a lanes loop adds (``targets/c.py``); four lanesums of one block whose
+  inputs are ready are printed as one ``nc_lanesum8x4``/``nc_lanesum16x4``,
+  which shuffles four vectors so that each add serves all four trees and
+  adds exactly the same pairs.
 
 AVX2 comparisons give a vector of all-ones/all-zeros lanes (the mask
 ``vector<8xi1>`` is a ``__m256``) and ``_mm256_blendv_ps`` selects by it;
@@ -55,6 +64,29 @@ SHAPES = ((4, "__m128", "_mm", "128"), (8, "__m256", "_mm256", "256"))
 AVX512_SHAPE = (16, "__m512", "_mm512", "512")
 AVX512_MASK = "__mmask16"
 
+LANESUM_PRELUDE = """\
+/* the halving tree of a vector's lanes: lane j + lane j + W/2, then again */
+static inline float nc_lanesum4(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(v, _mm_shuffle_ps(v, v, 1)));
+}
+static inline float nc_lanesum8(__m256 v) {
+  return nc_lanesum4(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+}
+/* four 8-lane trees at once, the same pairs: {tree(a), tree(b), tree(c), tree(d)} */
+static inline __m128 nc_lanesum8x4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
+                            _mm256_permute2f128_ps(a, b, 0x31)); /* a 4 | b 4 */
+  __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20),
+                            _mm256_permute2f128_ps(c, d, 0x31)); /* c 4 | d 4 */
+  __m256 x = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, 0x44),
+                           _mm256_shuffle_ps(ab, cd, 0xEE)); /* a2 c2 | b2 d2 */
+  __m256 y = _mm256_add_ps(_mm256_shuffle_ps(x, x, 0x88),
+                           _mm256_shuffle_ps(x, x, 0xDD)); /* a c a c | b d b d */
+  return _mm_unpacklo_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1));
+}
+"""
+
 AVX2_PRELUDE = """\
 #include <immintrin.h>
 /* exp/sin/cos per lane through the scalar libm call */
@@ -70,7 +102,7 @@ AVX2_PRELUDE = """\
               .replace("nc_negfW", f"nc_negf{w}").replace("nc_expfW", f"nc_expf{w}")
               .replace("nc_sinfW", f"nc_sinf{w}").replace("nc_cosfW", f"nc_cosf{w}")
               .replace(", W,", f", {w},")
-              for w, vt, p, b in SHAPES)
+              for w, vt, p, b in SHAPES) + LANESUM_PRELUDE
 
 AVX512_PRELUDE = """\
 /* AVX-512F, 16 lanes: a comparison is a __mmask16, a blend takes one */
@@ -87,6 +119,23 @@ static inline __m512 nc_negf16(__m512 x) {
 NC_LIBM(__m512, _mm512, 16, nc_expf16, expf)
 NC_LIBM(__m512, _mm512, 16, nc_sinf16, sinf)
 NC_LIBM(__m512, _mm512, 16, nc_cosf16, cosf)
+static inline float nc_lanesum16(__m512 v) {
+  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  return nc_lanesum8(_mm256_add_ps(_mm512_castps512_ps256(v), hi));
+}
+/* four 16-lane trees at once, the same pairs: {tree(a), tree(b), tree(c), tree(d)} */
+static inline __m128 nc_lanesum16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44),
+                            _mm512_shuffle_f32x4(a, b, 0xEE)); /* a 8 | b 8 */
+  __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44),
+                            _mm512_shuffle_f32x4(c, d, 0xEE)); /* c 8 | d 8 */
+  __m512 w = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88),
+                           _mm512_shuffle_f32x4(ab, cd, 0xDD)); /* a 4 | b 4 | c 4 | d 4 */
+  w = _mm512_add_ps(w, _mm512_permute_ps(w, 0xEE)); /* lanes 0, 1: x0 + x2, x1 + x3 */
+  w = _mm512_add_ps(w, _mm512_permute_ps(w, 0x55)); /* lane 0: that sum of 0 and 1 */
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(
+      _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), w));
+}
 """
 
 
@@ -137,14 +186,25 @@ def is_vector(t: Attribute) -> bool:
     return isinstance(t, VectorType)
 
 
-def vector_expr(op: Operation, name: Callable[[SSAValue], str]) -> str | None:
+def vector_add(t: VectorType, a: str, b: str) -> str:
+    """``a + b`` per lane for vectors of type ``t``."""
+    return f"{_shape(t)[2]}_add_ps({a}, {b})"
+
+
+def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (one dispatch)
+                ) -> str | None:
     """The C expression of a vector-valued op, or None when ``op`` is scalar."""
+    if isinstance(op, loop.LaneSumOp):
+        assert isinstance(op.input.type, VectorType)
+        return f"nc_lanesum{_shape(op.input.type)[0]}({name(op.input)})"
     t = op.results[0].type if op.results else None
     if not isinstance(t, VectorType):
         return None
     w, _, p, _ = _shape(t)
     if isinstance(op, loop.LoadOp):
         raise AssertionError("vector loads are printed by the C emitter (they need strides)")
+    if isinstance(op, xmath.FmaOp):
+        return f"{p}_fmadd_ps({name(op.a)}, {name(op.b)}, {name(op.c)})"
     if isinstance(op, loop.SplatOp):
         return f"{p}_set1_ps({name(op.input)})"
     if type(op) in _BINARY:

@@ -34,10 +34,17 @@ graph.func @elementwise {
 
 // -----
 
-// A projection: the first candidate applies. The weight is packed in tiles of
-// one vector, the columns split into tiles of 4 vectors, moved outside the
-// rows, 3 rows jammed with them (the leftover rows peeled), and the column
-// tiles run on the pool. On a scalar arch only the pool is used.
+// A projection: the first candidate applies, with no packed weight copy. k is
+// a lanes loop (16 partial sums); the columns are split into tiles (AVX2: 4
+// columns), moved outside the rows, 2 rows jammed with them (the leftover rows
+// peeled into d0_tail), k vectorized (its 16 lanes: two vectors of 8 per
+// result, so k steps by 16 carrying 2 x 4 x 2 vectors) and the column tiles
+// run on the pool. Each 16
+// values of k load a row of x and a row of W as they lie in memory (stride 1
+// along k) and issue one math.fma per result and vector; after k, the two
+// halves of each result are added (lanes l and l + 8) and loop.lanesum ends
+// the halving tree. On a scalar arch only the pool is used and k stays the
+// scalar lanes loop.
 graph.func @projection {
   %x = graph.input "x" : !graph.tensor<[seq, 16], f32>
   %w = graph.weight "w" : !graph.tensor<[32, 16], f32>
@@ -46,35 +53,68 @@ graph.func @projection {
   graph.return "y" = %y : !graph.tensor<[seq, 32], f32>
 }
 // CHECK-LABEL: loop.kernel @matmul(
-// CHECK-SAME:    footprints [#loop.fp<[seq, 32], [32, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[4, 16, 8], [128, 8, 1]>]
+// CHECK-SAME:    footprints [#loop.fp<[seq, 32], [32, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[16, 32], [1, 16]>]
 // CHECK:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 4 {
 // CHECK-NEXT:      loop.for "d0o" %{{.*}} = %{{.*}} to %{{.*}} {
-// CHECK:             loop.for "k" %{{.*}} = %{{.*}} to %{{.*}} iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
-// CHECK:               loop.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] strides [128, 8, 1] : vector<8xf32>
+// CHECK:             %[[A0:[0-9]+]], %[[A1:[0-9]+]], %{{.*}} = loop.for "k" %[[K:[0-9]+]] = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CHECK-NEXT:          %[[X:[0-9]+]] = loop.load %[[XP:[0-9]+]][%[[ROW:[0-9]+]], %[[K]]] strides [16, 1] : vector<8xf32>
+// CHECK-NEXT:          %[[W:[0-9]+]] = loop.load %[[WP:[0-9]+]][%[[K]], %[[COL:[0-9]+]]] strides [1, 16] : vector<8xf32>
+// CHECK-NEXT:          %{{[0-9]+}} = math.fma %[[X]], %[[W]], %{{[0-9]+}} : vector<8xf32>
+// CHECK-NEXT:          %[[EIGHT:[0-9]+]] = arith.constant 8 : index
+// CHECK-NEXT:          %[[K8:[0-9]+]] = arith.addi %[[K]], %[[EIGHT]] : index
+// CHECK-NEXT:          %[[XH:[0-9]+]] = loop.load %[[XP]][%[[ROW]], %[[K8]]] strides [16, 1] : vector<8xf32>
+// CHECK-NEXT:          %[[WH:[0-9]+]] = loop.load %[[WP]][%[[K8]], %[[COL]]] strides [1, 16] : vector<8xf32>
+// CHECK-NEXT:          %{{[0-9]+}} = math.fma %[[XH]], %[[WH]], %{{[0-9]+}} : vector<8xf32>
+// CHECK:               loop.yield
+// CHECK-NEXT:        }
+// CHECK-NEXT:        %[[H:[0-9]+]] = arith.addf %[[A0]], %[[A1]] : vector<8xf32>
+// CHECK-NEXT:        %[[S:[0-9]+]] = loop.lanesum %[[H]] : vector<8xf32> -> f32
+// CHECK-NEXT:        loop.store %[[S]], %{{[0-9]+}}[%[[ROW]], %[[COL]]] strides [32, 1] : f32
 // CHECK:           loop.for "d0_tail" %{{.*}} = %{{.*}} to %{{.*}} {
-// CHECK:             loop.for "k_tail"
+// CHECK:             loop.for "k_tail" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
 // CHECK-LABEL: loop.program @projection
-// CHECK:         %[[P:.*]] = loop.buffer packed "w" tile 8 : !loop.buf<[4, 16, 8], f32>
-// CHECK:         %[[PV:.*]] = loop.view %[[P]] layout <0, [128, 8, 1]>
-// CHECK:         loop.launch @matmul(%{{.*}}, %{{.*}}, %[[PV]])
+// CHECK-NOT:     packed
+// CHECK:         %[[WT:.*]] = loop.view %{{.*}} layout <0, [1, 16]> : !loop.buf<[32, 16], f32> -> !loop.view<[16, 32], f32>
+// CHECK-NOT:     packed
+// CHECK:         loop.launch @matmul(%{{.*}}, %{{.*}}, %[[WT]])
+// CHECK-NOT:     packed
+// CHECK:         loop.output
 // SCALAR-LABEL: loop.kernel @matmul(
 // SCALAR:         loop.for "d0" %{{.*}} = %{{.*}} to %{{.*}} {
 // SCALAR-NEXT:      loop.for "d1" %{{.*}} = %{{.*}} to %{{.*}} parallel 1 {
+// SCALAR:             %{{.*}} = loop.for "k" %[[K:[0-9]+]] = %{{[0-9]+}} to %{{[0-9]+}} lanes 16 iter(%[[ACC:[0-9]+]] = %{{[0-9]+}}) -> (f32) {
+// SCALAR-NEXT:          %[[X:[0-9]+]] = loop.load %{{[0-9]+}}[%{{[0-9]+}}, %[[K]]] strides [16, 1] : f32
+// SCALAR-NEXT:          %[[W:[0-9]+]] = loop.load %{{[0-9]+}}[%[[K]], %{{[0-9]+}}] strides [1, 16] : f32
+// SCALAR-NEXT:          %[[F:[0-9]+]] = math.fma %[[X]], %[[W]], %[[ACC]] : f32
+// SCALAR-NEXT:          loop.yield %[[F]] : f32
 // SCALAR-NOT:     vector
+// SCALAR-LABEL: loop.program @projection
 // SCALAR-NOT:     packed
-// AVX-512's tile is 64 columns (4 vectors of 16): 32 columns are no whole tile,
-// so both packing candidates are refused and the pool alone is used.
+// SCALAR:         loop.output
+// AVX-512: 6 rows x 4 columns, each result one vector of 16 (k's 16 lanes),
+// so loop.lanesum takes k's result as it is.
 // AVX512-LABEL: loop.kernel @matmul(
-// AVX512:         loop.for "d1" %{{.*}} = %{{.*}} to %{{.*}} parallel 1 {
-// AVX512-NOT:     vector
+// AVX512:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 4 {
+// AVX512-NEXT:      loop.for "d0o" %{{.*}} = %{{.*}} to %{{.*}} {
+// AVX512:             %[[A0:[0-9]+]], %{{.*}} = loop.for "k" %[[K:[0-9]+]] = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// AVX512-NEXT:          %[[X:[0-9]+]] = loop.load %{{[0-9]+}}[%[[ROW:[0-9]+]], %[[K]]] strides [16, 1] : vector<16xf32>
+// AVX512-NEXT:          %[[W:[0-9]+]] = loop.load %{{[0-9]+}}[%[[K]], %[[COL:[0-9]+]]] strides [1, 16] : vector<16xf32>
+// AVX512-NEXT:          %{{[0-9]+}} = math.fma %[[X]], %[[W]], %{{[0-9]+}} : vector<16xf32>
+// AVX512:               loop.yield
+// AVX512-NEXT:        }
+// AVX512-NEXT:        %[[S:[0-9]+]] = loop.lanesum %[[A0]] : vector<16xf32> -> f32
+// AVX512-NEXT:        loop.store %[[S]], %{{[0-9]+}}[%[[ROW]], %[[COL]]] strides [32, 1] : f32
+// AVX512:           loop.for "d0_tail" %{{.*}} = %{{.*}} to %{{.*}} {
+// AVX512:             loop.for "k_tail" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
 // AVX512-LABEL: loop.program @projection
 // AVX512-NOT:     packed
+// AVX512:         loop.output
 
 // -----
 
-// A matmul whose right operand is an input, not a weight: both candidates
-// that pack it are refused (only weights are packed, once, when the runtime
-// binds them); the last candidate, the columns on the pool, applies.
+// A matmul whose right operand is an input, not a weight (the scores against
+// the keys): the same register tile applies, reading the input as it lies
+// (nothing is packed, so nothing needs a weight).
 graph.func @scores {
   %x = graph.input "x" : !graph.tensor<[seq, 16], f32>
   %k = graph.input "k" : !graph.tensor<[32, 16], f32>
@@ -84,35 +124,38 @@ graph.func @scores {
 }
 // CHECK-LABEL: loop.kernel @matmul(
 // CHECK-SAME:    footprints [#loop.fp<[seq, 32], [32, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[16, 32], [1, 16]>]
-// CHECK:         loop.for "d0" %{{.*}} = %{{.*}} to %{{.*}} {
-// CHECK-NEXT:      loop.for "d1" %{{.*}} = %{{.*}} to %{{.*}} parallel 1 {
-// CHECK-NOT:     vector
+// CHECK:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 4 {
+// CHECK-NEXT:      loop.for "d0o" %{{.*}} = %{{.*}} to %{{.*}} {
+// CHECK:             loop.for "k" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CHECK:               math.fma %{{.*}} : vector<8xf32>
 // CHECK-LABEL: loop.program @scores
 // CHECK-NOT:     packed
+// CHECK:         loop.output
 
 // -----
 
-// A projection with 64 columns on AVX-512 (32 vector registers): the weight
-// packed in tiles of 16, one tile of 4 vectors of columns, 6 rows jammed with
-// it (24 vector accumulators), the leftover rows peeled.
-graph.func @wide {
-  %x = graph.input "x" : !graph.tensor<[seq, 16], f32>
-  %w = graph.weight "w" : !graph.tensor<[64, 16], f32>
-  %wt = graph.permute %w perm = [1, 0] : !graph.tensor<[64, 16], f32> -> !graph.tensor<[16, 64], f32>
-  %y = graph.matmul %x, %wt : (!graph.tensor<[seq, 16], f32>, !graph.tensor<[16, 64], f32>) -> !graph.tensor<[seq, 64], f32>
-  graph.return "y" = %y : !graph.tensor<[seq, 64], f32>
+// k = 20 is no whole number of 16 lanes: vectorizing k is refused (the vectors
+// would not hold whole lane groups), so both tile candidates are refused and
+// the pool alone is used; k stays the scalar lanes loop (16 partial sums, the
+// last 4 lanes of the second group untouched).
+graph.func @ragged {
+  %x = graph.input "x" : !graph.tensor<[seq, 20], f32>
+  %w = graph.weight "w" : !graph.tensor<[32, 20], f32>
+  %wt = graph.permute %w perm = [1, 0] : !graph.tensor<[32, 20], f32> -> !graph.tensor<[20, 32], f32>
+  %y = graph.matmul %x, %wt : (!graph.tensor<[seq, 20], f32>, !graph.tensor<[20, 32], f32>) -> !graph.tensor<[seq, 32], f32>
+  graph.return "y" = %y : !graph.tensor<[seq, 32], f32>
 }
+// CHECK-LABEL: loop.kernel @matmul(
+// CHECK:         loop.for "d0" %{{.*}} = %{{.*}} to %{{.*}} {
+// CHECK-NEXT:      loop.for "d1" %{{.*}} = %{{.*}} to %{{.*}} parallel 1 {
+// CHECK:             loop.for "k" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} lanes 16 iter(%{{[0-9]+}} = %{{[0-9]+}}) -> (f32) {
+// CHECK:               math.fma %{{.*}} : f32
+// CHECK-NOT:     vector
+// CHECK-LABEL: loop.program @ragged
 // AVX512-LABEL: loop.program @scores
 // AVX512-LABEL: loop.kernel @matmul(
-// AVX512-SAME:    footprints [#loop.fp<[seq, 64], [64, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[4, 16, 16], [256, 16, 1]>]
-// AVX512:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 4 {
-// AVX512-NEXT:      loop.for "d0o" %{{.*}} = %{{.*}} to %{{.*}} {
-// AVX512:             loop.for "k" %{{.*}} = %{{.*}} to %{{.*}} iter({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
-// AVX512:               loop.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] strides [256, 16, 1] : vector<16xf32>
-// AVX512:           loop.for "d0_tail" %{{.*}} = %{{.*}} to %{{.*}} {
-// AVX512:             loop.for "k_tail" %{{.*}} = %{{.*}} to %{{.*}} iter({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
-// AVX512-LABEL: loop.program @wide
-// AVX512:         loop.buffer packed "w" tile 16 : !loop.buf<[4, 16, 16], f32>
-// AVX2 packs it in tiles of 8 (two tiles of 4 vectors of columns).
-// CHECK-LABEL: loop.program @wide
-// CHECK:         loop.buffer packed "w" tile 8 : !loop.buf<[8, 16, 8], f32>
+// AVX512:         loop.for "d0" %{{.*}} = %{{.*}} to %{{.*}} {
+// AVX512-NEXT:      loop.for "d1" %{{.*}} = %{{.*}} to %{{.*}} parallel 1 {
+// AVX512:             loop.for "k" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} lanes 16 iter(%{{[0-9]+}} = %{{[0-9]+}}) -> (f32) {
+// AVX512-NOT:     vector
+// AVX512-LABEL: loop.program @ragged

@@ -32,7 +32,9 @@ graph.func @elementwise {
 // -----
 
 // Matmul against a transposed weight: the weight is read with swapped
-// strides, never copied; k is summed in order, multiply then add.
+// strides, never copied (a row of W is contiguous along k). k is a lanes loop
+// of 16 partial sums (iteration k updates partial k mod 16, the result is their
+// halving tree), each step one fused multiply-add rounded once.
 graph.func @linear {
   %x = graph.input "x" : !graph.tensor<[seq, 8], f32>
   %w = graph.weight "w" : !graph.tensor<[4, 8], f32>
@@ -41,28 +43,37 @@ graph.func @linear {
   graph.return "y" = %y : !graph.tensor<[seq, 4], f32>
 }
 // CHECK-LABEL: loop.kernel @matmul(
-// CHECK:         %{{.*}} = loop.for "k" %[[K:.*]] = %{{.*}} to %{{.*}} iter(%[[ACC:.*]] = %{{.*}}) -> (f32) {
+// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    %[[R:.*]] = loop.for "k" %[[K:.*]] = %{{[0-9]+}} to %{{[0-9]+}} lanes 16 iter(%[[ACC:.*]] = %[[ZERO]]) -> (f32) {
 // CHECK-NEXT:      %[[A:.*]] = loop.load %{{.*}}[%{{.*}}, %[[K]]] strides [8, 1] : f32
 // CHECK-NEXT:      %[[B:.*]] = loop.load %{{.*}}[%[[K]], %{{.*}}] strides [1, 8] : f32
-// CHECK-NEXT:      %[[M:.*]] = arith.mulf %[[A]], %[[B]] : f32
-// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[ACC]], %[[M]] : f32
-// CHECK-NEXT:      loop.yield %[[S]] : f32
+// CHECK-NEXT:      %[[F:.*]] = math.fma %[[A]], %[[B]], %[[ACC]] : f32
+// CHECK-NEXT:      loop.yield %[[F]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    loop.store %[[R]], %{{.*}} strides [4, 1] : f32
 // CHECK-LABEL: loop.program @linear
 // CHECK:         loop.view %{{.*}} layout <0, [1, 8]> : !loop.buf<[4, 8], f32> -> !loop.view<[8, 4], f32>
 // CHECK-NOT:     loop.launch @copy
 
 // -----
 
-// Reductions keep the axis with size 1; max starts at -inf.
+// Reductions keep the axis with size 1; max starts at -inf and takes k in
+// order. An f32 sum is a lanes loop (16 partial sums and their halving tree),
+// the order of a matmul's k.
 graph.func @reduce {
   %x = graph.input "x" : !graph.tensor<[seq, 8], f32>
   %m = graph.reduce_max %x axis = 1 : !graph.tensor<[seq, 8], f32> -> !graph.tensor<[seq, 1], f32>
-  graph.return "m" = %m : !graph.tensor<[seq, 1], f32>
+  %s = graph.reduce_sum %x axis = 1 : !graph.tensor<[seq, 8], f32> -> !graph.tensor<[seq, 1], f32>
+  graph.return "m" = %m, "s" = %s : !graph.tensor<[seq, 1], f32>, !graph.tensor<[seq, 1], f32>
 }
 // CHECK-LABEL: loop.kernel @reduce_max(
 // CHECK:         %[[INIT:.*]] = arith.constant 0xff800000 : f32
-// CHECK-NEXT:    %{{.*}} = loop.for "k" %{{.*}} = %{{.*}} to %{{.*}} iter(%[[ACC:.*]] = %[[INIT]]) -> (f32) {
+// CHECK-NEXT:    %{{.*}} = loop.for "k" %{{.*}} = %{{[0-9]+}} to %{{[0-9]+}} iter(%[[ACC:.*]] = %[[INIT]]) -> (f32) {
 // CHECK:           arith.maximumf %[[ACC]], %{{.*}} : f32
+// CHECK-LABEL: loop.kernel @reduce_sum(
+// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    %{{.*}} = loop.for "k" %{{.*}} = %{{[0-9]+}} to %{{[0-9]+}} lanes 16 iter(%[[SACC:.*]] = %[[ZERO]]) -> (f32) {
+// CHECK:           arith.addf %[[SACC]], %{{.*}} : f32
 
 // -----
 

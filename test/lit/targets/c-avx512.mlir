@@ -2,8 +2,9 @@
 // a comparison is a __mmask16 (_mm512_cmp_ps_mask with the predicate of C's
 // operator) and a blend takes it (_mm512_mask_blend_ps: lane l is bit l ? lhs
 // : rhs); negation and the NaN-propagating max are the helpers nc_negf16 and
-// nc_maxf16, exp goes through libm per lane. Separate multiply and add (no
-// FMA). Printing needs no AVX-512 CPU; compiling for it needs only gcc's
+// nc_maxf16, exp goes through libm per lane. This kernel's multiply and add
+// stay separate ops (an FMA is only where the IR has math.fma: c-lanes.mlir).
+// Printing needs no AVX-512 CPU; compiling for it needs only gcc's
 // -mavx512f (running it: test/lit/targets/avx512/, gated by lit.local.cfg).
 // RUN: nc-opt %s -p apply-schedule -t c | filecheck %s
 // RUN: nc-opt %s -p apply-schedule -t c > %t.c && gcc -std=c11 -O3 -mavx2 -mavx512f -ffp-contract=off -fwrapv -fno-math-errno -Wall -Wextra -Werror -c %t.c -o %t.o

@@ -1,12 +1,15 @@
 """default-schedule (passes/default_schedule.py): every kernel gets the first of its
 default candidate schedules whose preconditions hold, and the refusals are kept.
 
-The graph below has a kernel for each outcome (avx2): a projection whose first
-candidate applies (``@fused_mul``: w1, the bias and SiLU), one whose two
-packing candidates are refused so the pool alone is used (``@fused_matmul``:
-w2 has 16 columns, less than one tile of 32), one with no candidate (the
-scores against the keys, whose columns run to a symbol) and one whose only
-candidate is refused (the causal mask compares lane indices).
+The graph below has a kernel for each outcome: projections whose first
+candidate (the register tile of rows x columns) applies (avx2; ``@fused_mul``:
+w1, the bias and SiLU; ``@fused_matmul``: w2), one whose first candidate is
+refused and whose second applies (``@fused_matmul_1``: the scores against the
+keys, whose columns run to a symbol: the peeled column tail sits between the
+rows and the column tiles, so the rows cannot move inside), one whose only
+candidate is refused (``@fused_where``: the causal mask compares lane
+indices), and, on a scalar arch, kernels with no candidate (the scores and
+the mask: no loop of constant extent for the pool).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from nanocompile.frontend.tensor import GraphBuilder
 from nanocompile.passes import get_all_passes
 from nanocompile.passes.apply_schedule import DirectiveError, apply_directives
 from nanocompile.passes.default_schedule import DefaultSchedulePass, schedule_kernels
+from nanocompile.schedule.defaults import MATMUL_TILES
 from nanocompile.schedule.vectorize import NoVectorForm
 from nanocompile.targets.arch import AVX2, AVX512, SCALAR, Arch, ArchError
 from nanocompile.targets.c import EmitCTarget
@@ -99,22 +103,38 @@ def test_each_kernel_gets_its_first_candidate_that_applies() -> None:
     for d in decisions.values():  # the chosen one is the candidate after the refused
         assert d.chosen == (d.candidates[len(d.refusals)]
                             if len(d.refusals) < len(d.candidates) else None)
-    first = decisions["fused_mul"]
-    assert first.refusals == ()
-    assert first.chosen == first.candidates[0]
-    assert sched.Pack(1, 8) in first.chosen
-    fallback = decisions["fused_matmul"]
-    assert len(fallback.candidates) == 3
-    assert len(fallback.refusals) == 2
-    assert fallback.chosen == (sched.Parallel("d1", 1),)
-    assert decisions["fused_matmul_1"].candidates == ()
+    tile = MATMUL_TILES["avx2"]
+    columns = sched.Split("d1", tile.columns, "d1o", "d1i", peel=True)
+    for name in ("fused_mul", "fused_matmul"):
+        first = decisions[name]
+        assert first.refusals == (), name
+        assert first.chosen == first.candidates[0], name
+        # the register tile: the column tiles outside the rows, rows jammed, k's 16
+        # lanes as two vectors of 8; no candidate packs a weight
+        assert first.chosen[:3] == (columns, sched.Reorder(("d1o", "d0")),
+                                    sched.Split("d0", tile.rows, "d0o", "d0i", peel=True))
+        assert sched.Vectorize("k", 8) in first.chosen, name
+        assert not any(isinstance(d, sched.Pack) for c in first.candidates for d in c), name
+    fallback = decisions["fused_matmul_1"]
+    assert len(fallback.candidates) == 2
+    assert fallback.refusals == ("reorder: loop 'd0' holds other ops besides loop 'd1o'",)
+    assert fallback.chosen == (columns, sched.Vectorize("k", 8), sched.Privatize("k"),
+                               sched.Parallel("d1o", 16 // tile.columns))
     refused = decisions["fused_where"]
     assert refused.chosen is None
     assert refused.refusals == ("vectorize 'd1': arith.index_cast on lane-varying values has "
                                 "no exact vector form",)
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, loop.KernelOp)}
     assert "vector" not in str(kernels["fused_where"])  # left as lowered
-    assert "parallel 1" in str(kernels["fused_matmul"])
+    assert f"parallel {16 // tile.columns}" in str(kernels["fused_matmul_1"])
+    assert "vector<8xf32>" in str(kernels["fused_matmul_1"])
+    program = next(op for op in module.ops if isinstance(op, loop.ProgramOp))
+    assert "packed" not in [b.kind.data for b in program.buffers()]
+    scalar = run_to(block(), "loop")
+    assert isinstance(scalar, ModuleOp)
+    none = {d.kernel: d for d in schedule_kernels(scalar, SCALAR)}
+    assert none["fused_matmul_1"].candidates == none["fused_where"].candidates == ()
+    assert none["fused_mul"].chosen == (sched.Parallel("d1", 1),)
 
 
 @pytest.mark.parametrize("arch", [SCALAR, AVX2, AVX512], ids=lambda a: a.name)

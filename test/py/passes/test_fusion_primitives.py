@@ -18,7 +18,10 @@ symbols that include 0 and 1. Claims, and why they hold:
 * **fused C == unfused C, bitwise** (-0.0 included) on finite data and on
   data with one NaN (its payload included): fusion moves scalar operations
   between kernels but never changes which operation produces a value, on
-  which operands, in which order; a sum over k stays one sequential loop.
+  which operands, in which order; an f32 row sum stays one lanes loop (16
+  partial sums and their halving tree, ``loop.ForOp``) and a matmul's sum
+  over k one lanes loop of 16 FMA chains, fused or not (a max stays one
+  sequential loop).
   On data full of NaNs, infinities, ±0 and subnormals, bitwise except NaN
   payloads: where two NaNs meet in an add or mul the scalar code does not
   fix which one comes out (``test_two_nan_payload_is_gccs_choice``). The
@@ -30,10 +33,14 @@ symbols that include 0 and 1. Claims, and why they hold:
   one correctly rounded IEEE operation; sums and matmuls within
   ``sum_bound`` / ``matmul_bound``; exp within ``ULP_BOUND``. NaN exactly
   where the interpreter has NaN on the special data;
-* **fused C == a sequential NumPy reference, bitwise**, for the graphs without
-  exp: the reference is written from the composites' definitions with each
-  sum an explicit ``acc = acc + term`` loop in f32 starting from +0.0 (the
-  order the kernels state), independent of the compiler;
+* **fused C == an independent NumPy reference, bitwise**, for the graphs
+  without exp: the reference is written from the composites' definitions in
+  the order the kernels state, independent of the compiler: each matmul
+  ``_fma_reference.lanes_matmul`` (partial ``k mod 16`` of 16, each from
+  +0.0, one correctly rounded FMA per term in k order, then the halving tree
+  ``p[j] + p[j + 8]``, ``+ 4``, ``+ 2``, ``+ 1``), each f32 row sum
+  ``lanes_sum`` (the same with an f32 add for the FMA); the shapes whose k is
+  40 (linear_epilogue, rms) give every lane several terms;
 * **kernel launches and bytes moved, exactly**, fused and unfused, counted
   from the Loop IR of ``lower_to_loop(optimize_graph(g))`` and
   ``lower_to_loop(g)`` (no gcc), so a fusion that stops happening shows; and
@@ -50,6 +57,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _fma_reference import MATMUL_LANES, lanes_matmul, lanes_sum
 from _numerics import (
     F32_U,
     ULP_BOUND,
@@ -95,25 +103,6 @@ def weight(name: str, *shape: int) -> np.ndarray:
 # --------------------------------------------------------------------------
 # independent references and bounds
 # --------------------------------------------------------------------------
-
-
-def seq_sum(x: np.ndarray) -> np.ndarray:
-    """Sum over the last axis as the kernels do it: ``acc = +0.0; acc = acc + x_k``
-    for k ascending, every addition rounded to f32 (keeps the axis, size 1)."""
-    acc = np.zeros((*x.shape[:-1], 1), np.float32)
-    for k in range(x.shape[-1]):
-        acc = (acc + x[..., k:k + 1]).astype(np.float32)
-    return acc
-
-
-def seq_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` as the kernels do it: ``acc = +0.0; acc = acc + a_k * b_k`` for k
-    ascending, each product and sum rounded to f32 (no FMA)."""
-    acc = np.zeros(a.shape[:-1] + b.shape[-1:], np.float32)
-    for k in range(a.shape[-1]):
-        acc = (acc + (a[..., :, k:k + 1] * b[..., k:k + 1, :]).astype(np.float32)
-               ).astype(np.float32)
-    return acc
 
 
 def assert_within(got: np.ndarray, want: np.ndarray, bound: np.ndarray, what: str) -> None:
@@ -178,22 +167,27 @@ def check_ew_twice(got: np.ndarray, want: np.ndarray, inputs: Arrays, weights: A
     assert_within(got, want, bound, "ew_twice")
 
 
+RMS_N = 40  # two full rounds of the sum's 16 lanes and a ragged third
+
+
 def rms() -> tuple[ModuleOp, Arrays]:
     gb = GraphBuilder("rms")
-    x = gb.input("x", "f32", ["rows", 16])
-    gb.output("out", C.rms_norm(x, gb.weight("w", [16]), EPS))
-    return gb.finish_module(), {"w": weight("rms", 16)}
+    x = gb.input("x", "f32", ["rows", RMS_N])
+    gb.output("out", C.rms_norm(x, gb.weight("w", [RMS_N]), EPS))
+    return gb.finish_module(), {"w": weight("rms", RMS_N)}
 
 
 def check_rms(got: np.ndarray, want: np.ndarray, inputs: Arrays, weights: Arrays) -> None:
     """Within ``row_bound`` of the interpreter (NumPy's pairwise sum) and bitwise
-    equal to the sequential reference ``(x · 1/sqrt(Σx²/16 + eps)) · w``."""
-    assert_within(got, want, row_bound(want, 16), "rms vs interpreter")
+    equal to the reference ``(x · 1/sqrt(Σx²/40 + eps)) · w`` with the sum in
+    the kernels' order (``lanes_sum``: 16 partials, the halving tree) and every
+    other op one f32 rounding."""
+    assert_within(got, want, row_bound(want, RMS_N), "rms vs interpreter")
     x = inputs["x"]
-    ms = (seq_sum((x * x).astype(np.float32)) / np.float32(16)).astype(np.float32)
+    ms = (lanes_sum((x * x).astype(np.float32)) / np.float32(RMS_N)).astype(np.float32)
     r = (np.float32(1) / np.sqrt((ms + np.float32(EPS)).astype(np.float32))).astype(np.float32)
     ref = ((x * r).astype(np.float32) * weights["w"]).astype(np.float32)
-    assert_bitwise(got, ref, "rms vs sequential reference")
+    assert_bitwise(got, ref, "rms vs lanes reference")
 
 
 def softmax() -> tuple[ModuleOp, Arrays]:
@@ -215,11 +209,13 @@ def check_softmax(got: np.ndarray, want: np.ndarray, inputs: Arrays, weights: Ar
 
 
 def linear_epilogue() -> tuple[ModuleOp, Arrays]:
+    """K = 40: two full rounds of the 16 lanes and a ragged third (8 lanes), so
+    the bitwise check sees every partial take several terms."""
     gb = GraphBuilder("linear_epilogue")
-    x = gb.input("x", "f32", ["seq", 8])
+    x = gb.input("x", "f32", ["seq", 40])
     r = gb.input("r", "f32", ["seq", 6])
-    gb.output("out", C.linear(x, gb.weight("w", [6, 8]), gb.weight("b", [6])) + r)
-    return gb.finish_module(), {"w": weight("lin-w", 6, 8), "b": weight("lin-b", 6)}
+    gb.output("out", C.linear(x, gb.weight("w", [6, 40]), gb.weight("b", [6])) + r)
+    return gb.finish_module(), {"w": weight("lin-w", 6, 40), "b": weight("lin-b", 6)}
 
 
 def check_linear_epilogue(got: np.ndarray, want: np.ndarray, inputs: Arrays,
@@ -227,13 +223,14 @@ def check_linear_epilogue(got: np.ndarray, want: np.ndarray, inputs: Arrays,
     """``(x @ Wᵀ + b) + r``: the matmuls differ by ``matmul_bound``, then two
     adds round on each side (≤ u·M each, M = Σ|x||W| + |b| + |r| bounds every
     intermediate), so ``matmul_bound + 4·u·M`` (times 1.01). Bitwise equal to
-    the sequential reference."""
+    the reference: ``lanes_matmul(x, Wᵀ)``, then ``+ b``, then ``+ r``, each add
+    rounded to f32 (the bias and the residual are added after the k loop)."""
     x, wt, b, r = inputs["x"], weights["w"].T, weights["b"], inputs["r"]
     mag = np.abs(x.astype(np.float64)) @ np.abs(wt.astype(np.float64)) + np.abs(b) + np.abs(r)
     bound = 1.01 * (matmul_bound(x, wt) + 4 * F32_U * mag)
     assert_within(got, want, bound, "linear_epilogue vs interpreter")
-    ref = ((seq_matmul(x, wt) + b).astype(np.float32) + r).astype(np.float32)
-    assert_bitwise(got, ref, "linear_epilogue vs sequential reference")
+    ref = ((lanes_matmul(x, wt) + b).astype(np.float32) + r).astype(np.float32)
+    assert_bitwise(got, ref, "linear_epilogue vs lanes reference")
 
 
 def swiglu() -> tuple[ModuleOp, Arrays]:
@@ -278,11 +275,13 @@ def kv_concat() -> tuple[ModuleOp, Arrays]:
 
 def check_kv_concat(got: np.ndarray, want: np.ndarray, inputs: Arrays,
                     weights: Arrays) -> None:
-    """Within ``matmul_bound`` of the interpreter; bitwise equal to the
-    sequential matmul of the concatenation (built by NumPy)."""
+    """Within ``matmul_bound`` of the interpreter; bitwise equal to
+    ``lanes_matmul`` of the concatenation (built by NumPy): reading the concat
+    through (a branch per operand) changes where a term is loaded from, not
+    its place in the order."""
     keys = np.concatenate([inputs["old"], inputs["new"]], 0)
     assert_within(got, want, matmul_bound(inputs["q"], keys.T), "kv_concat vs interpreter")
-    assert_bitwise(got, seq_matmul(inputs["q"], keys.T), "kv_concat vs sequential reference")
+    assert_bitwise(got, lanes_matmul(inputs["q"], keys.T), "kv_concat vs lanes reference")
 
 
 def repeat_kv() -> tuple[ModuleOp, Arrays]:
@@ -295,12 +294,12 @@ def repeat_kv() -> tuple[ModuleOp, Arrays]:
 
 def check_repeat_kv(got: np.ndarray, want: np.ndarray, inputs: Arrays,
                     weights: Arrays) -> None:
-    """Within ``matmul_bound`` of the interpreter; bitwise equal to the
-    sequential matmul against ``np.repeat(k, 2, axis=0)`` (KV head j serves
+    """Within ``matmul_bound`` of the interpreter; bitwise equal to
+    ``lanes_matmul`` against ``np.repeat(k, 2, axis=0)`` (KV head j serves
     query heads 2j and 2j + 1)."""
     keys = np.repeat(inputs["k"], 2, axis=0).transpose(0, 2, 1)
     assert_within(got, want, matmul_bound(inputs["q"], keys), "repeat_kv vs interpreter")
-    assert_bitwise(got, seq_matmul(inputs["q"], keys), "repeat_kv vs sequential reference")
+    assert_bitwise(got, lanes_matmul(inputs["q"], keys), "repeat_kv vs lanes reference")
 
 
 def last_row() -> tuple[ModuleOp, Arrays]:
@@ -314,12 +313,12 @@ def last_row() -> tuple[ModuleOp, Arrays]:
 
 def check_last_row(got: np.ndarray, want: np.ndarray, inputs: Arrays, weights: Arrays) -> None:
     """Within ``matmul_bound`` of the interpreter (the product x·y is exact to
-    compare: one rounding, the same on both sides); bitwise equal to the
-    sequential matmul of NumPy's last row of ``x * y``."""
+    compare: one rounding, the same on both sides); bitwise equal to
+    ``lanes_matmul`` of NumPy's last row of ``x * y``."""
     h = (inputs["x"] * inputs["y"]).astype(np.float32)[-1:]
     wt = weights["w"].T
     assert_within(got, want, matmul_bound(h, wt), "last_row vs interpreter")
-    assert_bitwise(got, seq_matmul(h, wt), "last_row vs sequential reference")
+    assert_bitwise(got, lanes_matmul(h, wt), "last_row vs lanes reference")
 
 
 @dataclass(frozen=True)
@@ -344,14 +343,14 @@ SHAPES: dict[str, Shape] = {
                       ({"a": 0, "b": 4}, {"a": 1, "b": 1}, {"a": 5, "b": 9}),
                       (1, 3), ("12*a*b", "32*a*b")),
     "rms": Shape(rms, check_rms, ({"rows": 0}, {"rows": 1}, {"rows": 7}),
-                 (1, 8), ("128*rows + 64", "552*rows + 72")),
+                 (1, 8), ("320*rows + 160", "1320*rows + 168")),
     "softmax": Shape(softmax, check_softmax,
                      ({"rows": 0, "cols": 5}, {"rows": 1, "cols": 1}, {"rows": 1, "cols": 7},
                       {"rows": 6, "cols": 13}, {"rows": 3, "cols": 0}),
                      (1, 5), ("8*cols*rows", "32*cols*rows + 16*rows")),
     "linear_epilogue": Shape(linear_epilogue, check_linear_epilogue,
                              ({"seq": 0}, {"seq": 1}, {"seq": 5}),
-                             (1, 3), ("80*seq + 216", "176*seq + 216")),
+                             (1, 3), ("208*seq + 984", "304*seq + 984")),
     "swiglu": Shape(swiglu, check_swiglu, ({"seq": 0}, {"seq": 1}, {"seq": 4}),
                     (1, 11), ("80*seq + 768", "1204*seq + 780")),
     "kv_concat": Shape(kv_concat, check_kv_concat,
@@ -516,7 +515,10 @@ def test_launches_and_bytes(name: str) -> None:
 
     Fused, every graph but last_row is one kernel that reads the graph's
     inputs and weights once (distinct elements) and writes its output once:
-    e.g. ew_once reads x, y, z, w and writes out (5·4·a·b bytes); kv_concat
+    e.g. ew_once reads x, y, z, w and writes out (5·4·a·b bytes);
+    linear_epilogue reads x (160·seq), r (24·seq), W (960) and b (24) and
+    writes out (24·seq), where unfused the matmul's and the bias add's results
+    are also stored and read back (96·seq more); kv_concat
     reads q, old, new and writes the scores (no concat buffer); repeat_kv
     reads k once (24·t), not its repeated copy. Unfused, each primitive is a
     kernel storing its result (ew_once: mul, add, sub, sqrt, div → 56·a·b;
@@ -590,14 +592,21 @@ def test_row_reductions_run_once_per_row(name: str, reductions: int) -> None:
 
 
 def test_gate_and_up_share_one_k_loop() -> None:
-    """gate and up are accumulated in one k loop carrying two accumulators,
-    and the SwiGLU epilogue (sigmoid's exp included) runs once per stored
-    element, after the loop."""
+    """gate and up are accumulated in one k loop carrying two accumulators, a
+    lanes loop of 16 whose body is one ``math.fma`` per accumulator (the order
+    ``lanes_matmul`` states), and the SwiGLU epilogue (sigmoid's exp included)
+    runs once per stored element, after the loop."""
     (kernel,) = fused_kernels("swiglu").values()
     ks = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
           and op.loop_name.data == "k"]
     assert len(ks) == 1
     assert len(ks[0].inits) == 2
+    assert ks[0].lanes is not None
+    assert ks[0].lanes.data == MATMUL_LANES
+    body = [type(op) for op in ks[0].body.walk()]
+    assert body.count(math.FmaOp) == 2
+    assert arith.MulfOp not in body
+    assert arith.AddfOp not in body
     exps = [op for op in kernel.walk() if isinstance(op, math.ExpOp)]
     assert len(exps) == 1
     assert loop_names(exps[0]) == ["d1", "d0"]

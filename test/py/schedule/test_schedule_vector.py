@@ -38,6 +38,7 @@ from nanocompile.schedule.vectorize import (
     LaneIndexArithmetic,
     NonContiguous,
     NoVectorForm,
+    RaggedLanes,
     UniformStore,
     vectorize,
 )
@@ -261,11 +262,38 @@ def _unchanged(action, kernel: loop.KernelOp, error: type[ScheduleError]) -> Non
 def test_vectorize_refusals_leave_the_kernel() -> None:
     module = two_projections(16, 24)
     kernel = _first_matmul(module)
-    _unchanged(lambda k: vectorize(k, "k", 8), kernel, CrossLaneReduction)
     _unchanged(lambda k: vectorize(k, "d0", 8), kernel, NonContiguous)
     # unpacked, d1 reads W.T with stride K per lane: only the loads through
     # the packed layout are contiguous
     _unchanged(lambda k: vectorize(k, "d1", 8), kernel, NonContiguous)
+    # k is a lanes loop: vectorizing it keeps its order, in whole groups of
+    # 16 lanes only (K = 20: the last group is short; K symbolic: unknown)
+    for ragged in (two_projections(20, 24), _symbolic_k_projection()):
+        _unchanged(lambda k: vectorize(k, "k", 8), _first_matmul(ragged), RaggedLanes)
+    # a max is no lanes loop (its order is k's): across lanes it is refused
+    _unchanged(lambda k: vectorize(k, "k", 8), _row_max(), CrossLaneReduction)
+    vectorize(kernel, "k", 8)  # K = 16: one group of 16 lanes, two vectors of 8
+    assert "vector<8xf32>" in str(kernel)
+
+
+def _symbolic_k_projection() -> ModuleOp:
+    gb = GraphBuilder("mm")
+    x = gb.input("x", "f32", ["seq", "k"])
+    gb.output("out", linear(x, gb.input("w", "f32", [24, "k"])))
+    return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
+def _row_max() -> loop.KernelOp:
+    """The kernel of ``max(x, -1)``: a loop "k" carrying the running max."""
+    gb = GraphBuilder("max")
+    gb.output("out", gb.input("x", "f32", ["seq", 16]).max(-1))
+    module = lower_to_loop(optimize_graph(gb.finish_module()))
+    kernel = _first_matmul(module)
+    k = next(op for op in kernel.walk() if isinstance(op, loop.ForOp)
+             and op.loop_name.data == "k")
+    assert k.inits
+    assert k.lanes is None
+    return kernel
 
 
 LANE_KERNELS = {

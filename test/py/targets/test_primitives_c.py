@@ -18,8 +18,10 @@ of those, at every case and binding (``Case.run_all``):
   a folded constant is computed by the interpreter's own kernel);
 * the fused program equals the unfused one, bitwise, NaN payloads and -0.0
   included: fusion moves scalar operations between kernels but never changes
-  which operation produces a value, on which operands, in which order, and a
-  sum over k stays one sequential loop. Where two NaNs meet in a commutative
+  which operation produces a value, on which operands, in which order: an
+  f32 sum stays one lanes loop (16 partial sums and their halving tree), a
+  matmul's sum over k one lanes loop of 16 FMA chains, a max and an integer
+  sum one sequential loop. Where two NaNs meet in a commutative
   add/mul, the payload is *not* fixed by the scalar code (x86 returns the
   first source operand's NaN, and gcc orders a commutative op's operands
   per instruction; ``test_fusion_primitives`` has a fused kernel choosing
@@ -42,6 +44,11 @@ What is claimed, and why (spec §3):
   either no arithmetic at all or one correctly rounded IEEE operation per
   element, done with the same operands in the same order as NumPy
   (``-O3 -ffp-contract=off``, no fast-math). Integer ops wrap like NumPy.
+  matmul is bitwise against ``_fma_reference.lanes_matmul``, the order the
+  kernels state written independently in NumPy (16 partial sums ``k mod
+  16``, one correctly rounded FMA per term, the halving tree), at every
+  schedule and arch (``test_scheduled_matmul_is_the_lanes_order``), and
+  reduce_sum on f32 against ``lanes_sum`` (the same with adds).
   Two documented exceptions, both where IEEE 754 leaves the choice open:
   a commutative op (add, mul) whose *two* operands are NaN returns a NaN
   carrying one of the two payloads (gcc may swap the operands of a
@@ -51,8 +58,10 @@ What is claimed, and why (spec §3):
   is checked bitwise against an explicit sequential definition instead.
 * **Tolerance**: exp sin cos (glibc's libm against NumPy's own SIMD
   implementations: a bound in ulps, measured), reduce_sum on f32 and matmul
-  (a sequential k loop against NumPy's pairwise summation / BLAS: a bound
-  proportional to the sum of the absolute terms, see ``sum_bound``).
+  against NumPy (the lanes order against NumPy's pairwise summation / BLAS:
+  a bound proportional to the sum of the absolute terms, see ``sum_bound``
+  and ``matmul_bound``); both are also bitwise against ``lanes_sum`` /
+  ``lanes_matmul``.
 
 The runtime boundary (bad arguments, out-of-range gather ids, unfitting
 symbolic slices) is tested under both pipelines, and the determinism of the
@@ -73,6 +82,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _arches import arch_params
+from _fma_reference import lanes_matmul, lanes_sum
 from _numerics import (
     F32_U,
     ULP_BOUND,
@@ -85,13 +96,22 @@ from _numerics import (
 from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.backend.runtime import CompiledProgram, KernelError
-from nanocompile.compiler import compile_program, emit_c, lower_to_loop, optimize_graph
+from nanocompile.compiler import (
+    CompileOptions,
+    Pipeline,
+    compile_loop,
+    compile_program,
+    emit_c,
+    lower_to_loop,
+    optimize_graph,
+)
 from nanocompile.dialects import graph as g
-from nanocompile.dialects import loop
+from nanocompile.dialects import loop, sched
 from nanocompile.dialects.graph.signature import ArgumentError
 from nanocompile.frontend import GraphBuilder, concat, gather, where
 from nanocompile.interpreter import InterpreterError, run_graph
 from nanocompile.ir.dtypes import numpy_dtype
+from nanocompile.targets.arch import Arch
 
 INT_DTYPES = ("i64", "i32", "i8")
 NUMERIC_DTYPES = ("f32", *INT_DTYPES)
@@ -551,8 +571,9 @@ def sum_bound(x: np.ndarray, axis: int) -> np.ndarray:
     """Error allowed between two f32 summations of the same n terms.
 
     A sequential f32 sum of n terms is within (n-1)·u·Σ|x_i| of the exact sum
-    (to first order, u = 2**-24); NumPy's pairwise sum is within the same bound
-    (it is never worse than sequential). Their difference is therefore within
+    (to first order, u = 2**-24); the kernels' 16 partial sums and their tree
+    (each term through at most ``min(n - 1, ceil(n/16) + 3)`` adds) and NumPy's
+    pairwise sum are within the same bound. Their difference is therefore within
     2·n·u·Σ|x_i|, which also absorbs the second-order term for n·u << 1."""
     n = x.shape[axis]
     mag = np.sum(np.abs(x.astype(np.float64)), axis=axis, keepdims=True)
@@ -563,9 +584,11 @@ def sum_bound(x: np.ndarray, axis: int) -> np.ndarray:
 def test_reductions(reductions: Case, index: int, shape: tuple[int, int, int]) -> None:
     """Integer sums (wrapping in the input dtype) and all maxima bitwise; an empty
     axis gives the identity (0, -inf, the type's minimum); f32 sums within
-    ``sum_bound`` of the interpreter and of the exact (float64) sum. Both
-    pipelines (and the fused sum is the unfused one bit for bit: one
-    sequential loop over the axis in both)."""
+    ``sum_bound`` of the interpreter and of the exact (float64) sum, and
+    bitwise ``lanes_sum`` (16 partial sums, the halving tree: the order the
+    kernels state; axes up to 40 long give every lane several terms). Both
+    pipelines (and the fused sum is the unfused one bit for bit: one lanes
+    loop over the axis in both)."""
     inputs = reduce_inputs(rng_for("reduce", index), shape, finite_no_zero_ties)
     for name in ("x_f32", "v"):  # no infs in the sums
         inputs[name] = np.where(np.isinf(inputs[name]), np.float32(2.0), inputs[name])
@@ -590,12 +613,16 @@ def test_reductions(reductions: Case, index: int, shape: tuple[int, int, int]) -
             c = got[f"sum{axis}_f32"].astype(np.float64)
             assert (np.abs(c - want[f"sum{axis}_f32"]) <= bound).all(), f"sum{axis}_f32 {at}"
             assert (np.abs(c - exact) <= bound / 2).all(), f"sum{axis}_f32 vs exact {at}"
+            assert_bitwise(got[f"sum{axis}_f32"], lanes_sum(x, axis),
+                           f"sum{axis}_f32 vs lanes reference {at}")
             if c.size and shape[axis]:
                 rel = np.abs(c - want[f"sum{axis}_f32"]) / (bound / (2 * shape[axis]))
                 print(f"reduce_sum {at} axis {axis}: max |c - numpy| = {rel.max():.3g} "
                       f"u·sum|x| (bound {2 * shape[axis]} u·sum|x|)")
         assert_bitwise(got["max_rank1"], want["max_rank1"], f"max_rank1 ({pipeline})")
         assert np.abs(got["sum_rank1"] - want["sum_rank1"]) <= sum_bound(inputs["v"], 0)
+        assert_bitwise(got["sum_rank1"], lanes_sum(inputs["v"], 0),
+                       f"sum_rank1 vs lanes reference ({pipeline})")
 
 
 def sequential_max(x: np.ndarray, axis: int) -> np.ndarray:
@@ -687,9 +714,10 @@ def matmuls(kernel_cache: Path) -> Case:
 @pytest.mark.parametrize(("index", "dims"), list(enumerate(MATMUL_BINDINGS)))
 def test_matmul(matmuls: Case, index: int, dims: tuple[int, int, int, int]) -> None:
     """Every matmul form within ``matmul_bound`` of NumPy and of the exact
-    (float64) product, at K = 0 (all zeros) and K = 1 (one product: exact), both
-    pipelines (the fused k loop is the unfused one: ``acc = acc + a*b``, k
-    ascending, so the two agree bitwise)."""
+    (float64) product, at K = 0 (all zeros) and K = 1 (one product: exact), and
+    bitwise equal to ``lanes_matmul`` (K up to 64: lanes that take several
+    terms, ragged last rounds), both pipelines (the fused k loop is the
+    unfused one, so the two agree bitwise too)."""
     m, k, n, batch = dims
     rng = rng_for("matmul", index)
 
@@ -717,11 +745,70 @@ def test_matmul(matmuls: Case, index: int, dims: tuple[int, int, int, int]) -> N
                 assert np.array_equal(got[name], want[name]), f"{at} K=1"
             if left.shape[-1] == 0:
                 assert (got[name].view(np.uint32) == 0).all(), f"{at} K=0 must be +0.0"
+            assert_bitwise(got[name], lanes_matmul(left, right), f"{at} vs lanes reference")
             ok = scale > 0
             if ok.any():
                 worst = max(worst, float((np.abs(c - want[name])[ok] / scale[ok]).max()))
     print(f"matmul {dims}: max |c - numpy| / sum|a||b| = {worst:.3g} "
           f"({worst / F32_U:.2f} u)")
+
+
+SCHEDULED_BINDINGS = [(1, 1, 1), (7, 3, 17), (0, 2, 0), (13, 5, 40)]  # (rows, seq, t)
+
+
+def scheduled_matmuls() -> ModuleOp:
+    """Two projections (K = 48, three lane rounds; N = 24 and 26 columns: whole and
+    ragged column tiles), attention scores (``q @ kᵀ`` over the head dim 64) and
+    context (``p @ v``, K = t symbolic)."""
+    gb = GraphBuilder("scheduled_matmuls")
+    x = gb.input("x", "f32", ["rows", 48])
+    q = gb.input("q", "f32", [2, "seq", 64])
+    k = gb.input("k", "f32", [2, "t", 64])
+    p = gb.input("p", "f32", [2, "seq", "t"])
+    v = gb.input("v", "f32", [2, "t", 64])
+    gb.output("proj24", x @ gb.weight("w24", [24, 48]).T)
+    gb.output("proj26", x @ gb.weight("w26", [26, 48]).T)
+    gb.output("scores", q @ k.permute(0, 2, 1))
+    gb.output("context", p @ v)
+    return gb.finish_module()
+
+
+@pytest.mark.parametrize("arch", arch_params())
+def test_scheduled_matmul_is_the_lanes_order(arch: Arch) -> None:
+    """The default schedules of ``arch`` (projection register tiles with the lanes
+    vectorized and privatized, scores vectorized along k, context along its
+    columns; scalar: the thread pool only) give ``lanes_matmul``'s bits, at 1
+    and 3 threads: a schedule may turn the 16 lanes into vector lanes (one
+    AVX-512 vector, two AVX2 ones, added by the same halving tree), never
+    change the order."""
+    module = scheduled_matmuls()
+    rng = rng_for(f"scheduled-matmul-{arch.name}", 0)
+    weights = {f"w{n}": random_f32(rng, (n, 48), specials=False) for n in (24, 26)}
+    pipeline = Pipeline(module, CompileOptions(arch=arch.name))
+    kernels = pipeline.kernels
+    chosen = [d.chosen for d in pipeline.decisions]
+    assert len(chosen) == 4
+    assert all(c is not None for c in chosen), pipeline.explain()
+    if arch.vector:  # both projections vectorize their lanes loop k
+        proj = [c for c in chosen if c is not None and sched.Vectorize("k", arch.f32_lanes) in c]
+        assert len(proj) >= 2, pipeline.explain()
+    program = compile_loop(kernels, weights)
+    for rows, seq, t in SCHEDULED_BINDINGS:
+        def f(*shape: int) -> np.ndarray:
+            return random_f32(rng, shape, specials=False)
+
+        inputs = {"x": f(rows, 48), "q": f(2, seq, 64), "k": f(2, t, 64), "p": f(2, seq, t),
+                  "v": f(2, t, 64)}
+        want = {"proj24": lanes_matmul(inputs["x"], weights["w24"].T),
+                "proj26": lanes_matmul(inputs["x"], weights["w26"].T),
+                "scores": lanes_matmul(inputs["q"], inputs["k"].transpose(0, 2, 1)),
+                "context": lanes_matmul(inputs["p"], inputs["v"])}
+        for threads in (1, 3):
+            program.set_threads(threads)
+            got = program.run(inputs)
+            for name, ref in want.items():
+                assert_bitwise(got[name], ref, f"{name} at rows={rows} seq={seq} t={t}, "
+                               f"{arch.name}, {threads} threads")
 
 
 # --------------------------------------------------------------------------

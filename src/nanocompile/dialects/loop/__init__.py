@@ -87,7 +87,14 @@ from nanocompile.dialects.loop.types import (
     dtype_of_scalar,
     scalar_type,
 )
-from nanocompile.dialects.loop.vector import VECTOR_OPS, SplatOp, VCmpOp, VSelectOp
+from nanocompile.dialects.loop.vector import (
+    LANE_COUNTS,
+    VECTOR_OPS,
+    LaneSumOp,
+    SplatOp,
+    VCmpOp,
+    VSelectOp,
+)
 from nanocompile.ir.symbolic import Expr, ExprLike
 
 # The dialect is defined here with its kernel-level ops; its types, the
@@ -95,6 +102,7 @@ from nanocompile.ir.symbolic import Expr, ExprLike
 # vector.py and are re-exported, so ``loop.BufferOp`` etc. keep working.
 __all__ = [
     "BUFFER_KINDS",
+    "LANE_COUNTS",
     "BufType",
     "BufferOp",
     "CheckOp",
@@ -102,6 +110,7 @@ __all__ = [
     "ForOp",
     "IfOp",
     "KernelOp",
+    "LaneSumOp",
     "LaunchOp",
     "LayoutAttr",
     "LoadOp",
@@ -340,6 +349,17 @@ class ForOp(IRDLOperation):
 
     ``%s = loop.for "k" %k = %c0 to %c896 step 1 iter(%acc = %zero) -> (f32) {
     ... loop.yield %next : f32 }``. The name is what schedules refer to.
+
+    A *lanes* loop (``... to %c896 lanes 16 iter(...)``, step 1) fixes the order
+    of a reduction: each carried value is ``L`` partial values (lanes), every
+    lane starts at the init, iteration ``i`` reads and updates lane
+    ``(i - lb) mod L`` only, and the loop's result is the lanes' halving tree
+    ``t[j] = p[j] + p[j + L/2]`` for ``j < L/2``, then on ``t`` with ``L/4``, ...
+    down to one value (``arith.addf`` on the carried type). ``L`` is 2, 4, 8
+    or 16. The lowering chooses it for matmuls (``k = ko * 16 + ki``: 16
+    partial sums, each an FMA chain in ``k`` order); schedules keep it (a
+    schedule may turn the lanes into vector lanes, ``vectorize``, which is the
+    same order), so every schedule of a kernel gives the same bits.
     """
 
     name = "loop.for"
@@ -349,15 +369,19 @@ class ForOp(IRDLOperation):
     loop_name = prop_def(StringAttr, prop_name="name")
     step = prop_def(IntAttr)
     parallel = opt_prop_def(IntAttr)  # the grain, when iterations run on the thread pool
+    lanes = opt_prop_def(IntAttr)  # a lanes reduction: L partial values per carried value
     res = var_result_def()
     body = region_def("single_block")
 
     def __init__(self, name: str, lb: SSAValue, ub: SSAValue, body: Block,
-                 inits: Sequence[SSAValue] = (), step: int = 1) -> None:
+                 inits: Sequence[SSAValue] = (), step: int = 1,
+                 lanes: int | None = None) -> None:
         if not isinstance(body.last_op, YieldOp):
             body.add_op(YieldOp())
-        super().__init__(operands=[lb, ub, list(inits)],
-                         properties={"name": StringAttr(name), "step": IntAttr(step)},
+        props: dict[str, Attribute] = {"name": StringAttr(name), "step": IntAttr(step)}
+        if lanes is not None:
+            props["lanes"] = IntAttr(lanes)
+        super().__init__(operands=[lb, ub, list(inits)], properties=props,
                          result_types=[[v.type for v in inits]], regions=[Region(body)])
 
     @property
@@ -376,6 +400,14 @@ class ForOp(IRDLOperation):
         if self.parallel is not None and (self.inits or self.parallel.data < 1):
             raise VerifyException(f"loop.for \"{self.loop_name.data}\": a parallel loop needs "
                                   "a grain >= 1 and no loop-carried values")
+        if self.lanes is not None:
+            if self.lanes.data not in LANE_COUNTS:
+                raise VerifyException(f"loop.for \"{self.loop_name.data}\": lanes must be one "
+                                      f"of {', '.join(map(str, LANE_COUNTS))}, got "
+                                      f"{self.lanes.data}")
+            if self.step.data != 1 or not self.inits:
+                raise VerifyException(f"loop.for \"{self.loop_name.data}\": a lanes loop needs "
+                                      "step 1 and loop-carried values")
         if len(block.args) != 1 + len(self.inits):
             raise VerifyException(f"loop.for \"{self.loop_name.data}\": body has "
                                   f"{len(block.args)} arguments, expected {1 + len(self.inits)}")
@@ -404,6 +436,8 @@ class ForOp(IRDLOperation):
             printer.print_string(f" step {self.step.data}")
         if self.parallel is not None:
             printer.print_string(f" parallel {self.parallel.data}")
+        if self.lanes is not None:
+            printer.print_string(f" lanes {self.lanes.data}")
         if self.inits:
             printer.print_string(" iter(")
 
@@ -433,9 +467,11 @@ class ForOp(IRDLOperation):
         step = 1
         if parser.parse_optional_keyword("step") is not None:
             step = parser.parse_integer(allow_boolean=False, allow_negative=False)
-        grain = None
+        grain = lanes = None
         if parser.parse_optional_keyword("parallel") is not None:
             grain = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        if parser.parse_optional_keyword("lanes") is not None:
+            lanes = parser.parse_integer(allow_boolean=False, allow_negative=False)
         carried: list[tuple[Parser.UnresolvedArgument, UnresolvedOperand]] = []
         if parser.parse_optional_keyword("iter") is not None:
             def pair() -> tuple[Parser.UnresolvedArgument, UnresolvedOperand]:
@@ -456,7 +492,7 @@ class ForOp(IRDLOperation):
                                             for (a, _), t in zip(carried, types, strict=True)]
         region = parser.parse_region(args)
         block = region.detach_block(0)
-        op = cls(name, lb, ub, block, inits, step)
+        op = cls(name, lb, ub, block, inits, step, lanes)
         if grain is not None:
             op.properties["parallel"] = IntAttr(grain)
         if attrs is not None:

@@ -11,6 +11,14 @@ operands and ``arith.select`` wants a scalar condition:
     %v = loop.splat %x : f32 -> vector<8xf32>          every lane = %x
     %m = loop.vcmp "ole", %a, %b : vector<8xf32>        vector<8xi1>, per lane
     %r = loop.vselect %m, %a, %b : vector<8xf32>        lane l: m[l] ? a[l] : b[l]
+    %s = loop.lanesum %v : vector<8xf32> -> f32         the lanes' halving tree
+
+``loop.lanesum`` is the tree a lanes loop (``loop.for ... lanes L``) ends
+with: on ``W`` lanes, ``t[j] = v[j] + v[j + W/2]`` for ``j < W/2``, then the
+same on ``t`` until one value is left. A vectorized lanes loop of ``L`` lanes
+in vectors of ``W`` adds its ``L/W`` vectors by the same halving (vector
+``j`` plus vector ``j + L/(2W)``) and then sums the last vector's lanes, so
+every width gives the scalar loop's bits.
 
 ``loop.vselect`` computes both operands in every lane (a blend); the
 vectorizer only forms it where the scalar ``arith.select`` already had both
@@ -34,6 +42,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+LANE_COUNTS = (2, 4, 8, 16)
 CMP_PREDICATES = ("oeq", "ogt", "oge", "olt", "ole", "one", "une", "ord", "uno")
 
 
@@ -186,4 +195,47 @@ class VSelectOp(IRDLOperation):
                    parser.resolve_operand(rhs, vector))
 
 
-VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp]
+@irdl_op_definition
+class LaneSumOp(IRDLOperation):
+    """The halving tree of a vector's lanes (see the module docstring)."""
+
+    name = "loop.lanesum"
+    input = operand_def(VectorType)
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, value: SSAValue) -> None:
+        assert isinstance(value.type, VectorType)
+        super().__init__(operands=[value], result_types=[value.type.element_type])
+
+    def verify_(self) -> None:
+        vector = _vector(self.input.type, self.name)
+        if vector.get_shape()[0] not in LANE_COUNTS:
+            raise VerifyException(f"loop.lanesum: expected {', '.join(map(str, LANE_COUNTS))} "
+                                  f"lanes, got {vector.get_shape()[0]}")
+        if self.result.type != vector.element_type:
+            raise VerifyException(f"loop.lanesum: the result must be {vector.element_type}, "
+                                  f"got {self.result.type}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.input)
+        printer.print_string(" : ")
+        printer.print_attribute(self.input.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LaneSumOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        vector = parser.parse_type()
+        if not isinstance(vector, VectorType) or len(vector.get_shape()) != 1:
+            parser.raise_error(f"expected a 1-d vector type, got {vector}", pos, parser.pos)
+        parser.parse_punctuation("->")
+        result = parser.parse_type()
+        return cls.build(operands=[parser.resolve_operand(value, vector)], result_types=[result])
+
+
+VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, LaneSumOp]

@@ -123,6 +123,43 @@ loop.kernel @k() syms [] access [] footprints [] {
 
 // -----
 
+// a lanes loop of 32 partial values (lanes are 2, 4, 8 or 16)
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %z = arith.constant 0.000000e+00 : f32
+  %s = loop.for "k" %i = %c0 to %c64 lanes 32 iter(%acc = %z) -> (f32) {
+    loop.yield %acc : f32
+  }
+}
+// CHECK: error: loop.for "k": lanes must be one of 2, 4, 8, 16, got 32
+
+// -----
+
+// a lanes loop that steps by 2 (iteration i updates lane (i - lb) mod L: step 1 only)
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %z = arith.constant 0.000000e+00 : f32
+  %s = loop.for "k" %i = %c0 to %c32 step 2 lanes 16 iter(%acc = %z) -> (f32) {
+    loop.yield %acc : f32
+  }
+}
+// CHECK: error: loop.for "k": a lanes loop needs step 1 and loop-carried values
+
+// -----
+
+// a lanes loop with no loop-carried value to split into lanes
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  loop.for "k" %i = %c0 to %c32 lanes 16 {
+  }
+}
+// CHECK: error: loop.for "k": a lanes loop needs step 1 and loop-carried values
+
+// -----
+
 // yielding an index for an f32 accumulator
 loop.kernel @k() syms [] access [] footprints [] {
   %c0 = arith.constant 0 : index
@@ -335,3 +372,30 @@ loop.kernel @k() syms [] access [] footprints [] {
   %r = loop.vselect %c, %a, %a : vector<4xi1>, vector<8xf32>
 }
 // CHECK: error: loop.vselect: the condition must be i1 or vector<8xi1>, got vector<4xi1>
+
+// -----
+
+// the halving tree of 32 lanes (lanes are 2, 4, 8 or 16)
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<32xf32>
+  %s = loop.lanesum %v : vector<32xf32> -> f32
+}
+// CHECK: error: loop.lanesum: expected 2, 4, 8, 16 lanes, got 32
+
+// -----
+
+// a lane sum into a wider type than the lanes'
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<8xf32>
+  %s = loop.lanesum %v : vector<8xf32> -> f64
+}
+// CHECK: error: loop.lanesum: the result must be f32, got f64
+
+// -----
+
+// a 2-d vector (the custom form of loop.lanesum rejects it while parsing)
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<2x8xf32>
+  %s = "loop.lanesum"(%v) : (vector<2x8xf32>) -> f32
+}
+// CHECK: error: loop.lanesum: expected a 1-d vector type, got vector<2x8xf32>

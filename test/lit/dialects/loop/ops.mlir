@@ -1,6 +1,7 @@
 // Every loop op prints, parses back to the same text, and survives the
-// generic form: a scalar kernel, a vector kernel, the program that
-// launches them and a program's requirements on its symbols.
+// generic form: a scalar kernel, a vector kernel, lanes loops (scalar and
+// vectorized, with math.fma and loop.lanesum), the program that launches
+// them and a program's requirements on its symbols.
 // RUN: nc-opt %s | filecheck %s
 // RUN: nc-opt %s | nc-opt | filecheck %s
 // RUN: nc-opt %s --print-op-generic | nc-opt | filecheck %s
@@ -48,6 +49,42 @@ builtin.module {
       %s = loop.vselect %true, %r, %x : i1, vector<8xf32>
       loop.store %s, %out[%i] strides [1] : vector<8xf32>
     }
+  }
+  loop.kernel @lanes(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %b: !loop.ptr<f32>) syms [] access ["w", "r", "r"] footprints [#loop.fp<[3], [1]>, #loop.fp<[32], [1]>, #loop.fp<[32], [1]>] {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c8 = arith.constant 8 : index
+    %c32 = arith.constant 32 : index
+    %zero = arith.constant 0.000000e+00 : f32
+    %s = loop.for "k" %k = %c0 to %c32 lanes 16 iter(%acc = %zero) -> (f32) {
+      %x = loop.load %a[%k] strides [1] : f32
+      %y = loop.load %b[%k] strides [1] : f32
+      %f = math.fma %x, %y, %acc : f32
+      loop.yield %f : f32
+    }
+    loop.store %s, %out[%c0] strides [1] : f32
+    %u, %w = loop.for "k2" %k = %c1 to %c32 lanes 4 iter(%p = %zero, %q = %zero) -> (f32, f32) {
+      %x = loop.load %a[%k] strides [1] : f32
+      %p2 = arith.addf %p, %x : f32
+      %q2 = arith.mulf %q, %x : f32
+      loop.yield %p2, %q2 : f32, f32
+    }
+    loop.store %u, %out[%c1] strides [1] : f32
+    %zv = loop.splat %zero : f32 -> vector<8xf32>
+    %lo, %hi = loop.for "kv" %k = %c0 to %c32 step 16 iter(%l = %zv, %h = %zv) -> (vector<8xf32>, vector<8xf32>) {
+      %x = loop.load %a[%k] strides [1] : vector<8xf32>
+      %y = loop.load %b[%k] strides [1] : vector<8xf32>
+      %l2 = math.fma %x, %y, %l : vector<8xf32>
+      %k8 = arith.addi %k, %c8 : index
+      %x8 = loop.load %a[%k8] strides [1] : vector<8xf32>
+      %y8 = loop.load %b[%k8] strides [1] : vector<8xf32>
+      %h2 = math.fma %x8, %y8, %h : vector<8xf32>
+      loop.yield %l2, %h2 : vector<8xf32>, vector<8xf32>
+    }
+    %v = arith.addf %lo, %hi : vector<8xf32>
+    %t = loop.lanesum %v : vector<8xf32> -> f32
+    loop.store %t, %out[%c2] strides [1] : f32
   }
   loop.program @p syms ["seq"] {
     %x = loop.buffer input "x" : !loop.buf<[seq, 16], f32>
@@ -116,6 +153,27 @@ builtin.module {
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
 
+// CHECK-LABEL: loop.kernel @lanes(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %b: !loop.ptr<f32>) syms [] access ["w", "r", "r"] footprints [#loop.fp<[3], [1]>, #loop.fp<[32], [1]>, #loop.fp<[32], [1]>] {
+// CHECK:         %s = loop.for "k" %k = %c0 to %c32 lanes 16 iter(%acc = %zero) -> (f32) {
+// CHECK-NEXT:      %x = loop.load %a[%k] strides [1] : f32
+// CHECK-NEXT:      %y = loop.load %b[%k] strides [1] : f32
+// CHECK-NEXT:      %f = math.fma %x, %y, %acc : f32
+// CHECK-NEXT:      loop.yield %f : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    loop.store %s, %out[%c0] strides [1] : f32
+// CHECK-NEXT:    %u, %w = loop.for "k2" %k_1 = %c1 to %c32 lanes 4 iter(%p = %zero, %q = %zero) -> (f32, f32) {
+// CHECK:             loop.yield %p2, %q2 : f32, f32
+// CHECK-NEXT:    }
+// CHECK:         %lo, %hi = loop.for "kv" %k_2 = %c0 to %c32 step 16 iter(%l = %zv, %h = %zv) -> (vector<8xf32>, vector<8xf32>) {
+// CHECK:           %l2 = math.fma %x_2, %y_1, %l : vector<8xf32>
+// CHECK:           %h2 = math.fma %x8, %y8, %h : vector<8xf32>
+// CHECK-NEXT:      loop.yield %l2, %h2 : vector<8xf32>, vector<8xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %v = arith.addf %lo, %hi : vector<8xf32>
+// CHECK-NEXT:    %t = loop.lanesum %v : vector<8xf32> -> f32
+// CHECK-NEXT:    loop.store %t, %out[%c2] strides [1] : f32
+// CHECK-NEXT:  }
+
 // CHECK-LABEL: loop.program @p syms ["seq"] {
 // CHECK-NEXT:    %x = loop.buffer input "x" : !loop.buf<[seq, 16], f32>
 // CHECK-NEXT:    %ids = loop.buffer input "ids" : !loop.buf<[seq], i64>
@@ -165,6 +223,12 @@ builtin.module {
 // GENERIC:        %z = "loop.splat"(%zero) : (f32) -> vector<8xf32>
 // GENERIC-NEXT:   %m = "loop.vcmp"(%x, %z) <{predicate = "ole"}> : (vector<8xf32>, vector<8xf32>) -> vector<8xi1>
 // GENERIC-NEXT:   %r = "loop.vselect"(%m, %x, %z) : (vector<8xi1>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// GENERIC:        %s = "loop.for"(%c0, %c32, %zero) <{name = "k", step = #builtin.int<1>, lanes = #builtin.int<16>}> ({
+// GENERIC-NEXT:   ^bb0(%k: index, %acc: f32):
+// GENERIC:          %f = "math.fma"(%x, %y, %acc) <{fastmath = #arith.fastmath<none>}> : (f32, f32, f32) -> f32
+// GENERIC:        %u, %w = "loop.for"(%c1, %c32, %zero, %zero) <{name = "k2", step = #builtin.int<1>, lanes = #builtin.int<4>}> ({
+// GENERIC:          %l2 = "math.fma"(%x_2, %y_1, %l) <{fastmath = #arith.fastmath<none>}> : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// GENERIC:        %t = "loop.lanesum"(%v) : (vector<8xf32>) -> f32
 // GENERIC:        "loop.program"() <{sym_name = "p", syms = ["seq"]}> ({
 // GENERIC:          %wp = "loop.buffer"() <{kind = "packed", name = "w", tile = #builtin.int<8>}> : () -> !loop.buf<[2, 16, 8], f32>
 // GENERIC-NEXT:     %c = "loop.buffer"() <{kind = "const", value = #graph.elements<f32: [1.0, -0.5]>}> : () -> !loop.buf<[2], f32>
