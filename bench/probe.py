@@ -31,6 +31,7 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +252,47 @@ def measure_machine(
     tmp.write_text(json.dumps(machine, indent=1, sort_keys=True))
     tmp.replace(path)
     return machine
+
+
+def fma_peak_kernel(flags: Mapping[str, bool]) -> str:
+    """The probe kernel that measures the widest FMA the CPU has: ``fma_f32x16``
+    (``_mm512_fmadd_ps``) when it reports ``avx512f``, else ``fma_f32x8``.
+
+    ``flags`` maps flag names to presence, as ``results.machine_facts()["flags"]``.
+    """
+    return "fma_f32x16" if flags.get("avx512f") else "fma_f32x8"
+
+
+def clean_limits(records: list[dict[str, Any]], machine_id: str, threads: list[int],
+                 kernels: tuple[str, ...]) -> dict[str, Any] | None:
+    """The newest probe record of ``machine_id`` whose bandwidth and ``kernels`` were
+    measured at every thread count in ``threads`` with at least one undisturbed pass
+    each (``clean_passes`` > 0): ``{"record": ..., "bandwidth_gbs": {t: ...},
+    "peak_gops": {kernel: {t: ...}}}`` with string thread keys; None if there is none.
+
+    Only the figures asked for must be clean: a disturbed int8 kernel does not
+    spoil a record's bandwidth.
+    """
+    wanted = [str(t) for t in threads]
+    for record in reversed(records):
+        if record.get("kind") != "probe" or record.get("machine", {}).get("id") != machine_id:
+            continue
+        limits = (record.get("payload") or {}).get("machine_limits") or {}
+        clean = limits.get("clean_passes")
+        figures = {"bandwidth": limits.get("bandwidth_gbs")} | {
+            k: (limits.get("peak_gops") or {}).get(k) for k in kernels}
+        if not isinstance(clean, dict) or not all(
+                isinstance(values, dict) and isinstance(clean.get(name), dict)
+                and all(t in values and int(clean[name].get(t, 0)) > 0 for t in wanted)
+                for name, values in figures.items()):
+            continue
+        return {
+            "record": record,
+            "bandwidth_gbs": {t: float(limits["bandwidth_gbs"][t]) for t in wanted},
+            "peak_gops": {k: {t: float(limits["peak_gops"][k][t]) for t in wanted}
+                          for k in kernels},
+        }
+    return None
 
 
 def roofline(bytes_per_step: float, flops_per_token: float, machine: dict[str, Any]) -> dict:

@@ -22,7 +22,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -70,11 +70,37 @@ def _meminfo_bytes(field: str = "MemTotal") -> int | None:
     return None
 
 
+def machine_kind(flags: Mapping[str, bool]) -> str:
+    """The machine kind the goals are judged per: ``"avx512"`` (the CPU has ``avx512f``),
+    ``"avx2-only"`` (``avx2`` and ``fma`` but no ``avx512f``) or ``"no-avx2"``.
+
+    ``flags`` maps flag names to presence, as ``machine_facts()["flags"]`` does.
+    """
+    if flags.get("avx512f"):
+        return "avx512"
+    if flags.get("avx2") and flags.get("fma"):
+        return "avx2-only"
+    return "no-avx2"
+
+
+def kind_of(record: Mapping[str, Any]) -> str | None:
+    """A record's machine kind: ``machine.kind``, else derived from ``machine.flags``
+    (records written before the kind was stored); None without flags."""
+    machine = record.get("machine") or {}
+    kind = machine.get("kind")
+    if isinstance(kind, str):
+        return kind
+    flags = machine.get("flags")
+    return machine_kind(flags) if isinstance(flags, dict) else None
+
+
 def machine_facts() -> dict[str, Any]:
-    """CPU model, core counts, SIMD flags of interest, memory, OS; ``id`` groups runs.
+    """CPU model, core counts, SIMD flags of interest, machine kind, memory, OS; ``id``
+    groups runs.
 
     ``id`` is a short hash of the hardware facts (not the host name), so the
-    control check compares runs on the same kind of machine.
+    control check compares runs on the same kind of machine; ``kind``
+    (:func:`machine_kind`) is coarser: the class of machine a goal is judged for.
     """
     model, flags = _cpuinfo()
     cpu_flags = {flag: flag in flags for flag in FLAGS_OF_INTEREST}
@@ -86,6 +112,7 @@ def machine_facts() -> dict[str, Any]:
         "logical_cpus": os.cpu_count(),
         "usable_cpus": usable,
         "flags": cpu_flags,
+        "kind": machine_kind(cpu_flags),
         "mem_total_bytes": mem,
         "arch": platform.machine(),
         "os": f"{platform.system()} {platform.release()}",

@@ -32,6 +32,29 @@ Protocol (spec §6, issue 7):
 Work beside the times: bytes per decode step and launches per step from the
 loop IR (at past = the short prompt's length), achieved GB/s (those bytes /
 decode time) and prefill GFLOP/s (matmul FLOPs, see ``bench.engines``).
+
+Goals of issue 16, "Must show" item 4 (:func:`evaluate_goals`), printed after
+the tables and stored in every record of the run (``goals_issue16``); all are
+about ``c-phase4``, judged per machine kind (``results.machine_kind``):
+
+* prefill at 128 tokens against ``llama-f32`` at the same threads, same run:
+  on an AVX-512 machine >= 1.5x faster, shown by the one-sided exact sign test
+  over the paired rounds (a round counts when 1.5 x nanocompile's time is
+  below llama.cpp's; p <= ALPHA); on an AVX2-only one at least level: the sign
+  test does not show llama.cpp faster *and* nanocompile's median is no higher;
+* the second thread buys >= 1.7x in prefill at 128 tokens: the ratio of the
+  1- and 2-thread medians (the paired per-round sign test printed beside);
+* decode at 2 threads within 15 % of the 2-thread bandwidth roofline: the
+  median <= 1.15 x (IR bytes per decode step / read bandwidth at 2 threads of
+  the newest clean probe record of this machine, ``bench/results.jsonl``);
+* decode no slower than before: the median <= 1.05 x the median of the
+  latest earlier run's ``c-phase4`` decode at that thread count on the same
+  machine kind, model and decode prompt. A *cross-run* comparison (different
+  moments, unpaired, the machine's load may differ), so it allows 5 % and
+  says so.
+
+A goal whose engines or thread counts are not in the run is reported as not
+judged, with the reason.
 """
 
 from __future__ import annotations
@@ -72,6 +95,14 @@ SMOKE = {"rounds": 2, "prompt_tokens": (4, 8), "decode_tokens": 4}
 DECODE = "decode_ms_per_token"
 NAME_WIDTH = max(len(name) for name in ENGINE_NAMES)  # the engine column of the tables
 DEFAULT_COMPILE_BUDGET = 180.0
+# Goals of issue 16, "Must show" item 4 (see the module doc).
+GOAL_PREFILL_TOKENS = 128
+LLAMA_F32 = "llama-f32"
+GOAL_VS_LLAMA = {"avx512": 1.5, "avx2-only": 1.0}  # prefill: c-phase4 this many x faster
+GOAL_SECOND_THREAD = 1.7  # prefill speed-up, 1 -> 2 threads
+GOAL_DECODE_THREADS = 2
+GOAL_DECODE_ROOFLINE = 1.15  # decode ms/token <= this x (bytes per step / bandwidth)
+GOAL_DECODE_NO_SLOWER = 1.05  # cross-run: decode median <= this x the previous run's
 
 
 def prefill_metric(prompt: int) -> str:
@@ -475,6 +506,214 @@ def write_records(measurements: list[dict[str, Any]], built: list[Built], settin
 
 
 # --------------------------------------------------------------------------
+# issue 16's goals
+
+
+def paired_factor_test(slow: list[float], fast: list[float], factor: float) -> stats.SignTest:
+    """Is ``fast`` more than ``factor`` times faster than ``slow``, round by round?
+
+    The exact one-sided sign test over paired rounds of ``factor * fast[i]``
+    against ``slow[i]`` (a win: ``factor * fast[i] < slow[i]``).
+    """
+    return stats.sign_test([factor * v for v in fast], slow)
+
+
+def _not_judged(reason: str) -> dict[str, Any]:
+    return {"met": None, "reason": reason}
+
+
+def _vs_llama(index: dict[tuple[str, int, str], dict[str, Any]], threads: int,
+              kind: str) -> dict[str, Any]:
+    metric = prefill_metric(GOAL_PREFILL_TOKENS)
+    nc = index.get((REFERENCE_ENGINE, threads, metric))
+    llama = index.get((LLAMA_F32, threads, metric))
+    if nc is None or llama is None:
+        missing = [e for e, m in ((REFERENCE_ENGINE, nc), (LLAMA_F32, llama)) if m is None]
+        return _not_judged(f"no {metric} of {' and '.join(missing)} at {threads} "
+                           f"thread{'s' * (threads != 1)}")
+    factor = GOAL_VS_LLAMA.get(kind, 1.0)
+    faster = paired_factor_test(llama["values"], nc["values"], factor)
+    llama_faster = stats.sign_test(llama["values"], nc["values"])
+    ratio = llama["median"] / nc["median"] if nc["median"] > 0 else 0.0
+    met = (faster.p_value <= ALPHA if factor > 1
+           else llama_faster.p_value > ALPHA and ratio >= 1.0)
+    return {"met": met, "factor": factor, "llama_over_nanocompile": ratio,
+            "nanocompile_median": nc["median"], "llama_median": llama["median"],
+            "nanocompile_factor_faster": faster.as_dict(),
+            "llama_faster": llama_faster.as_dict()}
+
+
+def _second_thread(index: dict[tuple[str, int, str], dict[str, Any]]) -> dict[str, Any]:
+    metric = prefill_metric(GOAL_PREFILL_TOKENS)
+    one = index.get((REFERENCE_ENGINE, 1, metric))
+    two = index.get((REFERENCE_ENGINE, 2, metric))
+    if one is None or two is None:
+        return _not_judged(f"no {REFERENCE_ENGINE} {metric} at both 1 and 2 threads")
+    speedup = one["median"] / two["median"] if two["median"] > 0 else 0.0
+    return {"met": speedup >= GOAL_SECOND_THREAD, "factor": GOAL_SECOND_THREAD,
+            "speedup": speedup, "median_1": one["median"], "median_2": two["median"],
+            "paired": paired_factor_test(one["values"], two["values"],
+                                         GOAL_SECOND_THREAD).as_dict()}
+
+
+def _decode_roofline(index: dict[tuple[str, int, str], dict[str, Any]],
+                     decode_bytes: int | None, bandwidth: dict[str, Any] | None
+                     ) -> dict[str, Any]:
+    t = GOAL_DECODE_THREADS
+    m = index.get((REFERENCE_ENGINE, t, DECODE))
+    if m is None or decode_bytes is None:
+        return _not_judged(f"no {REFERENCE_ENGINE} decode at {t} threads")
+    if bandwidth is None or str(t) not in bandwidth.get("gbs", {}):
+        return _not_judged(f"no clean probe record of this machine at {t} threads "
+                           "(python -m bench probe --threads 1,2)")
+    gbs = float(bandwidth["gbs"][str(t)])
+    floor = 1e3 * decode_bytes / (gbs * 1e9)
+    ratio = m["median"] / floor
+    return {"met": ratio <= GOAL_DECODE_ROOFLINE, "limit": GOAL_DECODE_ROOFLINE,
+            "median": m["median"], "floor_ms": floor, "over_floor": ratio,
+            "pct_roofline": 100 / ratio if ratio > 0 else 0.0, "bytes_per_step": decode_bytes,
+            "bandwidth_gbs": gbs, "probe_time": bandwidth.get("time")}
+
+
+def previous_decode(history: list[dict[str, Any]], *, kind: str, model_id: str,
+                    decode_prompt: int) -> dict[int, dict[str, Any]]:
+    """Per thread count, the latest recorded ``c-phase4`` decode measurement on machine
+    kind ``kind`` for this model and decode prompt length (smoke runs have their own
+    model id, so they only meet each other)."""
+    latest: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+    for record, m in results.iter_measurements(history):
+        payload = record.get("payload") or {}
+        if (m.get("engine") != REFERENCE_ENGINE or m.get("metric") != DECODE
+                or results.kind_of(record) != kind
+                or (payload.get("model") or {}).get("id") != model_id
+                or (payload.get("settings") or {}).get("decode_prompt_tokens") != decode_prompt
+                or not isinstance(m.get("median"), int | float)):
+            continue
+        t = m.get("threads")
+        if not isinstance(t, int):
+            continue
+        if t not in latest or record.get("unix_time", 0) >= latest[t][0].get("unix_time", 0):
+            latest[t] = (record, m)
+    return {t: {"median": float(m["median"]), "run_id": record["payload"].get("run_id"),
+                "time": record.get("time"), "git": (record.get("git") or {}).get("commit"),
+                "machine_id": (record.get("machine") or {}).get("id")}
+            for t, (record, m) in latest.items()}
+
+
+def _no_slower(index: dict[tuple[str, int, str], dict[str, Any]], threads: Sequence[int],
+               previous: dict[int, dict[str, Any]], machine_id: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for t in threads:
+        m = index.get((REFERENCE_ENGINE, t, DECODE))
+        if m is None:
+            out[str(t)] = _not_judged(f"no {REFERENCE_ENGINE} decode at {t} threads")
+            continue
+        before = previous.get(t)
+        if before is None:
+            out[str(t)] = _not_judged("no earlier decode record of this model and decode "
+                                      "prompt on this machine kind")
+            continue
+        ratio = m["median"] / before["median"] if before["median"] > 0 else float("inf")
+        out[str(t)] = {"met": ratio <= GOAL_DECODE_NO_SLOWER, "limit": GOAL_DECODE_NO_SLOWER,
+                       "median": m["median"], "previous": before, "ratio": ratio,
+                       "cross_run": True,
+                       "same_machine": machine_id is not None
+                       and before.get("machine_id") == machine_id}
+    return out
+
+
+def evaluate_goals(measurements: list[dict[str, Any]], *, kind: str, threads: Sequence[int],
+                   decode_bytes: int | None, bandwidth: dict[str, Any] | None,
+                   previous: dict[int, dict[str, Any]], machine_id: str | None = None
+                   ) -> dict[str, Any]:
+    """Issue 16's item-4 goals over one run's measurements (see the module doc).
+
+    ``kind`` is the machine kind; ``decode_bytes`` c-phase4's IR bytes per
+    decode step; ``bandwidth`` ``{"gbs": {threads: GB/s}, "time": ...}`` from
+    a clean probe record (None: the roofline goal is not judged);
+    ``previous`` :func:`previous_decode`'s result; ``machine_id`` this machine's
+    (to say whether the previous run was on this machine or another of its
+    kind). Every goal has ``met``:
+    True, False, or None when it could not be judged (with a ``reason``).
+    """
+    index = {(m["engine"], m["threads"], m["metric"]): m for m in measurements}
+    return {
+        "machine_kind": kind, "prefill_tokens": GOAL_PREFILL_TOKENS, "alpha": ALPHA,
+        "vs_llama_f32": {str(t): _vs_llama(index, t, kind) for t in threads},
+        "second_thread": _second_thread(index),
+        "decode_roofline": _decode_roofline(index, decode_bytes, bandwidth),
+        "decode_no_slower": _no_slower(index, threads, previous, machine_id),
+    }
+
+
+def probe_bandwidth(path: Path = results.RESULTS_PATH) -> dict[str, Any] | None:
+    """Read bandwidth per thread count of this machine's newest clean probe record at
+    ``GOAL_DECODE_THREADS`` threads, ``{"gbs": {...}, "time": ...}``; None if none."""
+    try:
+        records = results.load_records(path, kind="probe")
+    except ValueError:
+        return None
+    from bench.probe import clean_limits
+
+    found = clean_limits(records, results.machine_facts()["id"], [GOAL_DECODE_THREADS], ())
+    if found is None:
+        return None
+    return {"gbs": found["bandwidth_gbs"], "time": found["record"].get("time")}
+
+
+def _met(g: dict[str, Any]) -> str:
+    if g["met"] is None:
+        return f"not judged: {g['reason']}"
+    return "MET" if g["met"] else "NOT MET"
+
+
+def _p(test: dict[str, Any]) -> str:
+    return f"{test['wins']}/{test['n']} rounds, p={test['p_value']:.3f}"
+
+
+def format_goals(goals: dict[str, Any]) -> str:
+    """Issue 16's item-4 goals, one line each."""
+    n = goals["prefill_tokens"]
+    lines = [f"issue 16 goals, machine kind {goals['machine_kind']} (c-phase4; sign tests "
+             f"exact, one-sided, paired rounds, p <= {goals['alpha']}):"]
+    factor = GOAL_VS_LLAMA.get(goals["machine_kind"], 1.0)
+    want = f">= {factor:g}x faster than" if factor > 1 else "at least level with"
+    for t, g in goals["vs_llama_f32"].items():
+        line = f"  prefill @{n}, {t} thr, {want} llama-f32: {_met(g)}"
+        if g["met"] is not None:
+            side = (f"c-phase4 {g['factor']:g}x faster in {_p(g['nanocompile_factor_faster'])}"
+                    if g["factor"] > 1 else f"llama-f32 faster in {_p(g['llama_faster'])}")
+            line += (f" (medians {g['nanocompile_median']:.2f} vs {g['llama_median']:.2f} "
+                     f"ms/token: llama/c-phase4 {g['llama_over_nanocompile']:.2f}x; {side})")
+        lines.append(line)
+    g = goals["second_thread"]
+    line = f"  second thread buys >= {GOAL_SECOND_THREAD:g}x in prefill @{n}: {_met(g)}"
+    if g["met"] is not None:
+        line += (f" ({g['median_1']:.2f} -> {g['median_2']:.2f} ms/token: {g['speedup']:.2f}x "
+                 f"of medians; >= {g['factor']:g}x in {_p(g['paired'])})")
+    lines.append(line)
+    g = goals["decode_roofline"]
+    line = (f"  decode at {GOAL_DECODE_THREADS} thr within "
+            f"{100 * (GOAL_DECODE_ROOFLINE - 1):.0f}% of the bandwidth roofline: {_met(g)}")
+    if g["met"] is not None:
+        line += (f" ({g['median']:.1f} ms/token vs floor {g['floor_ms']:.1f} = "
+                 f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, probe "
+                 f"{g['probe_time']}: {g['over_floor']:.2f}x, {g['pct_roofline']:.0f}%)")
+    lines.append(line)
+    for t, g in goals["decode_no_slower"].items():
+        line = f"  decode no slower than before, {t} thr (CROSS-RUN comparison): {_met(g)}"
+        if g["met"] is not None:
+            prev = g["previous"]
+            where = ("this machine" if g["same_machine"]
+                     else f"another machine of this kind, id {prev['machine_id']}")
+            line += (f" ({g['median']:.1f} vs {prev['median']:.1f} ms/token: {g['ratio']:.2f}x, "
+                     f"limit {g['limit']:g}x; previous run {prev['run_id']} at {prev['time']}, "
+                     f"git {str(prev['git'])[:7]}, {where}; not paired, the load may differ)")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
 # printing
 
 
@@ -607,16 +846,27 @@ def run_command(args: argparse.Namespace) -> int:
     measurements = summarize_slots(slots, built, shared, settings, history, model["id"])
     agree = agreement(slots)
     load_end = list(os.getloadavg())
+    facts = results.machine_facts()
+    kind = facts["kind"]
+    goals = evaluate_goals(
+        measurements, kind=kind, threads=settings.threads,
+        decode_bytes=next((b.work.decode_bytes(settings.prompt_tokens[0]) for b in built
+                           if b.name == REFERENCE_ENGINE), None),
+        bandwidth=probe_bandwidth(),
+        previous=previous_decode(history, kind=kind, model_id=model["id"],
+                                 decode_prompt=settings.prompt_tokens[0]),
+        machine_id=facts["id"])
     print()
     print(format_tables(measurements, built, settings, agree))
     print(f"\nload average: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end "
           f"({os.cpu_count()} CPUs); BLAS threads "
           f"{'set by threadpoolctl' if threads.controlled else 'NOT controlled'}")
+    print(format_goals(goals))
     if settings.record:
         context = {"run_id": uuid.uuid4().hex[:12], "model": model,
                    "settings": settings.as_dict(), "agreement": agree,
                    "loadavg_start": load_start, "loadavg_end": load_end,
-                   "blas_threads_controlled": threads.controlled}
+                   "blas_threads_controlled": threads.controlled, "goals_issue16": goals}
         n = write_records(measurements, built, settings, context, threads)
         print(f"appended {n} records to {settings.results_path}")
     return 0

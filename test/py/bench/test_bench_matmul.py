@@ -18,19 +18,28 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 
-from bench import matmul, results, stats  # noqa: E402
+from bench import matmul, probe, results, stats  # noqa: E402
 
 BANDWIDTH = {"1": 10.0, "2": 20.0}
-PEAK = {"1": 50.0, "2": 100.0}
+MUL_ADD = {"1": 50.0, "2": 100.0}
+FMA = {"fma_f32x8": {"1": 80.0, "2": 160.0}, "fma_f32x16": {"1": 150.0, "2": 300.0}}
+# The widest FMA this CPU has, read from /proc/cpuinfo here (not through bench's helpers).
+HAS_AVX512F = "avx512f" in next(
+    (line for line in Path("/proc/cpuinfo").read_text().splitlines()
+     if line.startswith("flags")), "").split()
+PEAK_KERNEL = "fma_f32x16" if HAS_AVX512F else "fma_f32x8"
+PEAK = FMA[PEAK_KERNEL]
 
 
-def _probe_record(clean: int = 5) -> dict[str, Any]:
+def _probe_record(clean: int = 5, fma_clean: int = 5, vnni_clean: int = 5) -> dict[str, Any]:
     """A probe record for this machine with made-up limits (``clean`` passes each)."""
     limits = {
         "bandwidth_gbs": BANDWIDTH,
-        "peak_gops": {matmul.PEAK_KERNEL: PEAK, "fma_f32x8": {"1": 80.0, "2": 160.0}},
-        "clean_passes": {"bandwidth": {"1": 5, "2": clean},
-                         matmul.PEAK_KERNEL: {"1": 5, "2": 5}},
+        "peak_gops": {"mul_add_f32x8": MUL_ADD, **FMA, "vnni_i8x32": {"1": 1.0, "2": 2.0}},
+        "clean_passes": {"bandwidth": {"1": 5, "2": clean}, "mul_add_f32x8": {"1": 5, "2": 5},
+                         "fma_f32x8": {"1": 5, "2": fma_clean},
+                         "fma_f32x16": {"1": 5, "2": fma_clean},
+                         "vnni_i8x32": {"1": 5, "2": vnni_clean}},
     }
     return results.make_record("probe", {"machine_limits": limits}, threads=[1, 2])
 
@@ -66,8 +75,16 @@ def test_smoke_appends_one_matmul_record(smoke: tuple[Path, int]) -> None:
     assert payload["settings"]["rounds"] == 2
     assert payload["limits"]["source"] == "probe record"
     assert payload["limits"]["bandwidth_gbs"] == BANDWIDTH
+    assert payload["limits"]["peak_kernel"] == PEAK_KERNEL
     assert payload["limits"]["peak_gflops"] == PEAK
+    assert payload["limits"]["mul_add_gflops"] == MUL_ADD
     assert set(payload["blas"]) == {"1", "2"}
+    kind = payload["machine_kind"]
+    assert kind["kind"] == ("avx512" if HAS_AVX512F else "avx2-only")
+    assert kind["peak_kernel"] == PEAK_KERNEL
+    assert kind["cpu_model"] == record["machine"]["cpu_model"]
+    assert kind["nanocompile_arch"] in {"scalar", "avx2", "avx512"}
+    assert set(payload["goals"]) == set(payload["goals_issue6"]) == {"1", "2"}
 
 
 def test_smoke_covers_every_shape_row_count_and_thread_count(smoke: tuple[Path, int]) -> None:
@@ -103,21 +120,137 @@ def test_smoke_statistics_and_rooflines_follow_from_the_rounds(smoke: tuple[Path
         expected = (1e3 * shape.weight_bytes / (BANDWIDTH[t] * 1e9) if c["rows"] == 1
                     else 1e3 * shape.flops(c["rows"]) / (PEAK[t] * 1e9))
         assert c["roofline_ms"] == pytest.approx(expected)
+        expected6 = (expected if c["rows"] == 1
+                     else 1e3 * shape.flops(c["rows"]) / (MUL_ADD[t] * 1e9))
+        assert c["issue6"]["roofline_ms"] == pytest.approx(expected6)
 
 
-def test_goals_are_judged_on_every_shape() -> None:
-    def case(shape: str, rows: int, pct: float, verdict: str) -> dict[str, Any]:
-        return {"shape": shape, "rows": rows, "threads": 1, "verdict": verdict,
-                "ratio_nanocompile_over_numpy": 0.9 if verdict == "win" else 1.1,
-                "pct_roofline": {"nanocompile": pct, "nanocompile_kernel": pct}}
+def _case(shape: str, rows: int, kernel_pct: float, verdict: str = "n.s.",
+          wall_pct: float | None = None, threads: int = 1) -> dict[str, Any]:
+    """A synthetic case summary with the fields the goals read."""
+    pct = {"nanocompile": kernel_pct if wall_pct is None else wall_pct,
+           "nanocompile_kernel": kernel_pct}
+    return {"shape": shape, "rows": rows, "threads": threads, "verdict": verdict,
+            "bound": "bandwidth" if rows == 1 else "peak fma_f32x16",
+            "ratio_nanocompile_over_numpy": 0.9 if verdict == "win" else 1.1,
+            "pct_roofline": pct, "issue6": {"pct_roofline": pct}}
 
-    goals = matmul.evaluate_goals([case("a", 1, 90, "win"), case("b", 1, 84.9, "win"),
-                                   case("a", 64, 81, "loss"), case("b", 64, 80, "n.s.")])["1"]
+
+def test_issue6_goals_are_judged_on_every_shape() -> None:
+    goals = matmul.evaluate_issue6_goals([_case("a", 1, 90), _case("b", 1, 84.9),
+                                          _case("a", 64, 81), _case("b", 64, 80)])["1"]
     assert goals["bandwidth_rows1"]["met"] is False
     assert goals["bandwidth_rows1"]["met_by"] == ["a"]
     assert goals["peak_rows64"]["met"] is True
-    assert goals["ahead_of_openblas"]["wins"] == 2
-    assert goals["ahead_of_openblas"]["met"] is False  # 2 of 4 is not most
+    assert "issue 6 (earlier goal)" in matmul.format_issue6_goals({"1": goals})
+
+
+def _all_shapes(peak: float, bandwidth: float, **overrides: float) -> list[dict[str, Any]]:
+    """Every model shape at both row counts with one kernel % each (overrides by
+    ``<shape>_<rows>``)."""
+    return [_case(n, rows, overrides.get(f"{n}_{rows}", peak if rows == 64 else bandwidth))
+            for n in matmul.SHAPE_NAMES for rows in matmul.ROWS]
+
+
+def test_the_five_large_shapes_are_the_five_largest_by_flops() -> None:
+    by_flops = sorted(matmul.SHAPES, key=lambda s: s.flops(64), reverse=True)
+    assert set(matmul.LARGE_SHAPES) == {s.name for s in by_flops[:5]}
+    assert {s.name for s in by_flops[5:]} == {"k_proj", "v_proj"}
+
+
+def test_fma_peak_goal_is_met_at_85_percent_on_the_large_shapes_only() -> None:
+    # k_proj and v_proj are not judged: 10 % on them changes nothing
+    goals = matmul.evaluate_goals(_all_shapes(85.0, 90.0, k_proj_64=10, v_proj_64=10))
+    g = goals["1"]["fma_peak_rows64"]
+    assert g["met"] is True
+    assert g["shapes"] == list(matmul.LARGE_SHAPES)
+    assert g["met_by"] == list(matmul.LARGE_SHAPES)
+    assert g["missed"] == []
+    assert g["floor"] == "peak fma_f32x16"
+
+
+def test_fma_peak_goal_missed_by_one_shape_names_it() -> None:
+    goals = matmul.evaluate_goals(_all_shapes(90.0, 90.0, lm_head_64=84.9))
+    g = goals["1"]["fma_peak_rows64"]
+    assert g["met"] is False
+    assert g["missed"] == ["lm_head"]
+    line = matmul.format_goals(goals).splitlines()[0]
+    assert "NOT MET" in line
+    assert "4/5 on kernel time" in line
+    assert "missed lm_head 85%" in line
+
+
+def test_peak_goal_is_judged_on_kernel_time_not_the_call() -> None:
+    cases = [_case(n, 64, 90.0, wall_pct=50.0) for n in matmul.LARGE_SHAPES]
+    g = matmul.evaluate_goals(cases)["1"]["fma_peak_rows64"]
+    assert g["met"] is True
+    assert g["wall_met_by"] == []
+    cases = [_case(n, 64, 50.0, wall_pct=90.0) for n in matmul.LARGE_SHAPES]
+    assert matmul.evaluate_goals(cases)["1"]["fma_peak_rows64"]["met"] is False
+
+
+def test_bandwidth_goal_on_gate_up_down_and_lm_head() -> None:
+    met = matmul.evaluate_goals(_all_shapes(90.0, 85.0, q_proj_1=20, k_proj_1=20))
+    g = met["1"]["bandwidth_rows1"]
+    assert g["met"] is True
+    assert g["shapes"] == ["gate_up", "down_proj", "lm_head"]
+    missed = matmul.evaluate_goals(_all_shapes(90.0, 90.0, down_proj_1=80))
+    g = missed["1"]["bandwidth_rows1"]
+    assert g["met"] is False
+    assert g["missed"] == ["down_proj"]
+    assert g["met_by"] == ["gate_up", "lm_head"]
+
+
+def test_a_partial_run_cannot_meet_a_goal() -> None:
+    cases = [_case("gate_up", 64, 99.0), _case("gate_up", 1, 99.0)]
+    goals = matmul.evaluate_goals(cases)["1"]
+    assert goals["fma_peak_rows64"]["met"] is None
+    assert goals["fma_peak_rows64"]["not_measured"] == ["q_proj", "o_proj", "down_proj",
+                                                        "lm_head"]
+    assert "INCOMPLETE" in matmul.format_goals({"1": goals})
+    only_small = matmul.evaluate_goals([_case("k_proj", 64, 99.0)])["1"]
+    assert "fma_peak_rows64" not in only_small  # none of its shapes ran: not reported
+
+
+def test_ahead_of_openblas_needs_wins_on_more_than_half_the_cases() -> None:
+    names = matmul.SHAPE_NAMES
+    cases = [_case(n, r, 90.0, "win" if i < 8 else "loss")
+             for i, (n, r) in enumerate((n, r) for n in names for r in matmul.ROWS)]
+    a = matmul.evaluate_goals(cases)["1"]["ahead_of_openblas"]
+    assert (a["cases"], a["wins"], a["losses"], a["met"]) == (14, 8, 6, True)
+    cases = [{**c, "verdict": "n.s." if c["verdict"] == "win" and i % 2 else c["verdict"]}
+             for i, c in enumerate(cases)]  # 4 of the 8 wins no longer significant
+    a = matmul.evaluate_goals(cases)["1"]["ahead_of_openblas"]
+    assert (a["wins"], a["not_significant"], a["met"]) == (4, 4, False)
+
+
+def test_goals_are_per_thread_count() -> None:
+    cases = ([_case(n, 64, 90.0, threads=1) for n in matmul.LARGE_SHAPES]
+             + [_case(n, 64, 60.0, threads=2) for n in matmul.LARGE_SHAPES])
+    goals = matmul.evaluate_goals(cases)
+    assert goals["1"]["fma_peak_rows64"]["met"] is True
+    assert goals["2"]["fma_peak_rows64"]["met"] is False
+
+
+def test_latest_full_run_per_machine_kind() -> None:
+    def record(kind: str, time: str, smoke: bool = False, judged: bool = True
+               ) -> dict[str, Any]:
+        goals = matmul.evaluate_goals(_all_shapes(90.0, 90.0))
+        payload: dict[str, Any] = {"settings": {"smoke": smoke}, "goals": goals}
+        if judged:
+            payload["machine_kind"] = {"kind": kind, "cpu_model": f"cpu {kind}",
+                                       "nanocompile_arch": "avx2", "peak_kernel": "fma_f32x8"}
+        return {"kind": "matmul", "time": time, "git": {"commit": "abcdef0123"},
+                "payload": payload}
+
+    records = [record("avx2-only", "t1"), record("avx512", "t2"), record("avx2-only", "t3"),
+               record("avx2-only", "t4", smoke=True), record("avx512", "t5", judged=False)]
+    latest = matmul.latest_by_machine_kind(records)
+    assert {k: r["time"] for k, r in latest.items()} == {"avx2-only": "t3", "avx512": "t2"}
+    text = matmul.format_by_machine_kind(latest)
+    assert "avx2-only (cpu avx2-only, arch avx2, t3, git abcdef0) threads 1: peak@64 MET 5/5"\
+        in text
+    assert "no full matmul run" in matmul.format_by_machine_kind({})
 
 
 def test_a_wrong_nanocompile_result_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -165,20 +298,26 @@ def test_check_output_tolerates_reordered_sums_only() -> None:
 def test_probe_record_must_be_clean_else_the_quick_probe(monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path) -> None:
     path = tmp_path / "probe.jsonl"
-    results.append_record(_probe_record(), path)
-    results.append_record(_probe_record(clean=0), path)  # newer, but one figure all disturbed
+    for label, kwargs in (("first", {}),
+                          ("bandwidth disturbed", {"clean": 0}),  # newer, but all disturbed
+                          ("fma disturbed", {"fma_clean": 0})):
+        results.append_record(_probe_record(**kwargs) | {"time": label}, path)
     limits = matmul.machine_limits([1, 2], path)
     assert limits["source"] == "probe record"
+    assert limits["probe_time"] == "first"
     assert limits["bandwidth_gbs"] == BANDWIDTH
+    assert limits["peak_gflops"] == PEAK
+    # a disturbed int8 kernel is not a figure used here
+    results.append_record(_probe_record(vnni_clean=0) | {"time": "newest"}, path)
+    assert matmul.machine_limits([1, 2], path)["probe_time"] == "newest"
 
     calls = []
 
     def quick(threads: list[int], *, quick: bool = False) -> dict[str, Any]:
         calls.append((threads, quick))
-        return {"bandwidth_gbs": {"3": 7.0}, "peak_gops": {matmul.PEAK_KERNEL: {"3": 9.0}},
+        return {"bandwidth_gbs": {"3": 7.0},
+                "peak_gops": {PEAK_KERNEL: {"3": 9.0}, "mul_add_f32x8": {"3": 4.0}},
                 "measured_at": 0.0}
-
-    from bench import probe
 
     monkeypatch.setattr(probe, "measure_machine", quick)
     limits = matmul.machine_limits([3], path)  # no record covers 3 threads
@@ -186,7 +325,9 @@ def test_probe_record_must_be_clean_else_the_quick_probe(monkeypatch: pytest.Mon
     assert limits["quick"] is True
     assert limits["source"].startswith("quick probe")
     assert limits["bandwidth_gbs"] == {"3": 7.0}
+    assert limits["peak_kernel"] == PEAK_KERNEL
     assert limits["peak_gflops"] == {"3": 9.0}
+    assert limits["mul_add_gflops"] == {"3": 4.0}
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -80,6 +80,9 @@ def test_smoke_records_one_per_engine_thread_metric(smoke: tuple[Path, str]) -> 
         assert record["payload"]["settings"]["smoke"] is True
         assert record["payload"]["settings"]["rounds"] == 2
         assert record["payload"]["model"]["layers"] == 2
+        goals = record["payload"]["goals_issue16"]
+        assert goals["machine_kind"] == record["machine"]["kind"]
+        assert goals["second_thread"]["met"] is None  # smoke prompts: no 128-token prefill
 
 
 def test_smoke_statistics_are_those_of_the_recorded_rounds(smoke: tuple[Path, str]) -> None:
@@ -151,6 +154,7 @@ def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
         assert f"\n{name:{NAME_WIDTH}}   2 |" in out
     assert f"sign tests vs {REFERENCE_ENGINE}" in out
     assert "load average:" in out
+    assert "issue 16 goals, machine kind" in out
     assert f"appended {len(RAN) * 2 * 3} records" in out
 
 
@@ -223,8 +227,10 @@ def test_llama_engines_are_skipped_without_llama_cpp(monkeypatch: pytest.MonkeyP
                        "--results", str(path)])
     out = capsys.readouterr().out
     assert code == 0
+    before_goals = out.split("issue 16 goals")[0]  # the goals name llama-f32 as not judged
+    assert "llama-f32: not judged" in out
     for name in LLAMA_ENGINES:
-        lines = [line for line in out.splitlines() if name in line]
+        lines = [line for line in before_goals.splitlines() if name in line]
         assert lines == [f"  skipping {name}: {NOT_INSTALLED}"]
     assert {m["engine"] for _, m in _measurements(path)} == {"numpy"}
     assert not (tmp_path / "home").exists()  # no GGUF written for an engine that cannot run

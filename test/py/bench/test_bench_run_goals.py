@@ -1,0 +1,198 @@
+"""``bench run``'s issue-16 goals (item 4), judged on synthetic measurements.
+
+Each goal is checked met and missed, and not judged when its engines or
+thread counts are absent. The per-round values are made up; the expected
+verdicts follow from the goal's definition (module doc of ``bench.run``) by
+hand. Nothing here times anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench import probe, results, stats
+from bench.run import (
+    DECODE,
+    GOAL_DECODE_NO_SLOWER,
+    LLAMA_F32,
+    REFERENCE_ENGINE,
+    evaluate_goals,
+    format_goals,
+    paired_factor_test,
+    prefill_metric,
+    previous_decode,
+)
+
+PREFILL = prefill_metric(128)
+
+
+def _m(engine: str, threads: int, metric: str, values: list[float]) -> dict[str, Any]:
+    return {"engine": engine, "threads": threads, "metric": metric, "values": values,
+            "median": stats.median(values)}
+
+
+def _goals(measurements: list[dict[str, Any]], kind: str = "avx512",
+           threads: tuple[int, ...] = (1, 2), decode_bytes: int | None = 2_000_000_000,
+           bandwidth: dict[str, Any] | None = None,
+           previous: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    return evaluate_goals(measurements, kind=kind, threads=threads, decode_bytes=decode_bytes,
+                          bandwidth=bandwidth, previous=previous or {})
+
+
+def test_paired_factor_test_counts_rounds_beyond_the_factor() -> None:
+    test = paired_factor_test([3.1, 2.9, 3.0, 4.0], [2.0, 2.0, 2.0, 2.0], 1.5)
+    assert (test.wins, test.losses, test.ties) == (2, 1, 1)  # 3.0 = 1.5 x 2.0 is a tie
+
+
+def test_prefill_vs_llama_on_avx512_needs_1_5x_in_the_sign_test() -> None:
+    nc = _m(REFERENCE_ENGINE, 1, PREFILL, [2.0] * 5)
+    met = _goals([nc, _m(LLAMA_F32, 1, PREFILL, [3.1] * 5)], threads=(1,))
+    g = met["vs_llama_f32"]["1"]
+    assert g["met"] is True
+    assert g["factor"] == 1.5
+    assert g["nanocompile_factor_faster"]["p_value"] == pytest.approx(1 / 32)
+    # 1.45x faster in every round is faster, but not 1.5x faster: missed
+    missed = _goals([nc, _m(LLAMA_F32, 1, PREFILL, [2.9] * 5)], threads=(1,))
+    assert missed["vs_llama_f32"]["1"]["met"] is False
+    assert "NOT MET" in format_goals(missed).splitlines()[1]
+    # 4 of 5 rounds at 1.5x is p = 6/32 > 0.05: not shown
+    four = _goals([nc, _m(LLAMA_F32, 1, PREFILL, [3.1, 3.1, 3.1, 3.1, 2.9])], threads=(1,))
+    assert four["vs_llama_f32"]["1"]["met"] is False
+
+
+def test_prefill_vs_llama_on_avx2_only_needs_level() -> None:
+    nc = _m(REFERENCE_ENGINE, 2, PREFILL, [2.0] * 5)
+    level = _goals([nc, _m(LLAMA_F32, 2, PREFILL, [2.1, 1.9, 2.2, 2.0, 2.3])],
+                   kind="avx2-only", threads=(2,))
+    g = level["vs_llama_f32"]["2"]
+    assert g["factor"] == 1.0
+    assert g["met"] is True
+    assert "at least level with llama-f32: MET" in format_goals(level)
+    shown_slower = _goals([nc, _m(LLAMA_F32, 2, PREFILL, [1.9] * 5)], kind="avx2-only",
+                          threads=(2,))
+    assert shown_slower["vs_llama_f32"]["2"]["met"] is False
+    # llama faster in only 3 of 5 rounds (not shown), but its median is lower: not level
+    behind = _goals([nc, _m(LLAMA_F32, 2, PREFILL, [1.9, 1.9, 1.9, 2.1, 2.1])],
+                    kind="avx2-only", threads=(2,))
+    assert behind["vs_llama_f32"]["2"]["llama_faster"]["p_value"] > 0.05
+    assert behind["vs_llama_f32"]["2"]["met"] is False
+
+
+def test_prefill_vs_llama_without_llama_is_not_judged() -> None:
+    goals = _goals([_m(REFERENCE_ENGINE, 1, PREFILL, [2.0] * 5)], threads=(1,))
+    g = goals["vs_llama_f32"]["1"]
+    assert g["met"] is None
+    assert "llama-f32" in g["reason"]
+    assert "not judged" in format_goals(goals)
+
+
+def test_second_thread_needs_1_7x_of_the_medians() -> None:
+    one = _m(REFERENCE_ENGINE, 1, PREFILL, [10.0, 10.2, 9.8, 10.1, 10.0])
+    met = _goals([one, _m(REFERENCE_ENGINE, 2, PREFILL, [5.5, 5.6, 5.4, 5.8, 5.5])])
+    g = met["second_thread"]
+    assert g["met"] is True
+    assert g["speedup"] == pytest.approx(10.0 / 5.5)
+    assert g["paired"]["wins"] == 5
+    missed = _goals([one, _m(REFERENCE_ENGINE, 2, PREFILL, [6.5] * 5)])
+    assert missed["second_thread"]["met"] is False
+    assert missed["second_thread"]["speedup"] == pytest.approx(10.0 / 6.5)
+    assert _goals([one], threads=(1,))["second_thread"]["met"] is None
+
+
+def test_decode_at_2_threads_within_15_percent_of_the_roofline() -> None:
+    bandwidth = {"gbs": {"1": 12.0, "2": 20.0}, "time": "t-probe"}  # 2 GB / 20 GB/s = 100 ms
+    met = _goals([_m(REFERENCE_ENGINE, 2, DECODE, [114.0, 113.0, 120.0])], bandwidth=bandwidth)
+    g = met["decode_roofline"]
+    assert g["floor_ms"] == pytest.approx(100.0)
+    assert g["met"] is True
+    missed = _goals([_m(REFERENCE_ENGINE, 2, DECODE, [116.0] * 3)], bandwidth=bandwidth)
+    assert missed["decode_roofline"]["met"] is False
+    assert "116.0 ms/token vs floor 100.0" in format_goals(missed)
+    no_probe = _goals([_m(REFERENCE_ENGINE, 2, DECODE, [90.0] * 3)], bandwidth=None)
+    assert no_probe["decode_roofline"]["met"] is None
+    assert "probe" in no_probe["decode_roofline"]["reason"]
+
+
+def _run_record(kind_flags: dict[str, bool], unix_time: float, median: float, *,
+                threads: int = 1, model: str = "m1", engine: str = REFERENCE_ENGINE,
+                decode_prompt: int = 16, store_kind: bool = False) -> dict[str, Any]:
+    machine: dict[str, Any] = {"id": f"id{unix_time}", "flags": kind_flags}
+    if store_kind:
+        machine["kind"] = results.machine_kind(kind_flags)
+    return {"kind": "run", "unix_time": unix_time, "time": f"t{unix_time:.0f}",
+            "machine": machine, "git": {"commit": f"c{unix_time:.0f}"},
+            "payload": {"run_id": f"r{unix_time:.0f}", "model": {"id": model},
+                        "settings": {"decode_prompt_tokens": decode_prompt},
+                        "measurements": [{"engine": engine, "metric": DECODE,
+                                          "threads": threads, "median": median}]}}
+
+
+AVX512 = {"avx2": True, "fma": True, "avx512f": True}
+AVX2 = {"avx2": True, "fma": True, "avx512f": False}
+
+
+def test_previous_decode_is_the_latest_on_the_same_machine_kind() -> None:
+    history = [
+        _run_record(AVX512, 100, 90.0),
+        _run_record(AVX512, 300, 80.0, store_kind=True),  # the latest avx512 one
+        _run_record(AVX512, 200, 70.0),  # older, listed later
+        _run_record(AVX2, 400, 60.0),  # another machine kind
+        _run_record(AVX512, 500, 50.0, model="m2"),  # another model
+        _run_record(AVX512, 600, 40.0, engine="numpy"),  # another engine
+        _run_record(AVX512, 700, 30.0, decode_prompt=4),  # another decode prompt
+        _run_record(AVX512, 250, 85.0, threads=2),
+    ]
+    previous = previous_decode(history, kind="avx512", model_id="m1", decode_prompt=16)
+    assert {t: p["median"] for t, p in previous.items()} == {1: 80.0, 2: 85.0}
+    assert previous[1]["run_id"] == "r300"
+    assert previous_decode(history, kind="avx2-only", model_id="m1",
+                           decode_prompt=16)[1]["median"] == 60.0
+
+
+def test_decode_no_slower_than_the_previous_run() -> None:
+    previous = {1: {"median": 100.0, "run_id": "r1", "time": "t1", "git": "abcdef0",
+                    "machine_id": "x"}}
+    met = evaluate_goals([_m(REFERENCE_ENGINE, 1, DECODE, [104.0] * 3)], kind="avx512",
+                         threads=(1,), decode_bytes=None, bandwidth=None, previous=previous,
+                         machine_id="x")
+    g = met["decode_no_slower"]["1"]
+    assert g["met"] is True
+    assert g["cross_run"] is True
+    assert g["same_machine"] is True
+    assert g["limit"] == GOAL_DECODE_NO_SLOWER
+    text = format_goals(met)
+    assert "CROSS-RUN" in text
+    assert "previous run r1 at t1, git abcdef0, this machine" in text
+    missed = _goals([_m(REFERENCE_ENGINE, 1, DECODE, [106.0] * 3)], threads=(1,),
+                    previous=previous)
+    assert missed["decode_no_slower"]["1"]["met"] is False
+    assert "another machine of this kind, id x" in format_goals(missed)  # no machine_id given
+    first = _goals([_m(REFERENCE_ENGINE, 1, DECODE, [106.0] * 3)], threads=(1,))
+    assert first["decode_no_slower"]["1"]["met"] is None
+    assert "no earlier decode record" in first["decode_no_slower"]["1"]["reason"]
+
+
+def test_machine_kind_from_flags() -> None:
+    assert results.machine_kind(AVX512) == "avx512"
+    assert results.machine_kind(AVX2) == "avx2-only"
+    assert results.machine_kind({"avx2": True, "fma": False}) == "no-avx2"
+    assert results.machine_kind({}) == "no-avx2"
+    assert results.kind_of({"machine": {"flags": AVX2}}) == "avx2-only"  # an old record
+    assert results.kind_of({"machine": {"kind": "avx512", "flags": AVX2}}) == "avx512"
+    assert results.kind_of({}) is None
+    assert probe.fma_peak_kernel(AVX512) == "fma_f32x16"
+    assert probe.fma_peak_kernel(AVX2) == "fma_f32x8"
+
+
+def test_the_machine_kind_is_recorded_and_does_not_change_the_machine_id() -> None:
+    import hashlib
+    import json
+
+    facts = results.machine_facts()
+    assert facts["kind"] == results.machine_kind(facts["flags"])
+    mem_gib = round(facts["mem_total_bytes"] / 2**30) if facts["mem_total_bytes"] else None
+    ident = json.dumps([facts["cpu_model"], facts["logical_cpus"], mem_gib, facts["flags"]],
+                       sort_keys=True)
+    assert facts["id"] == hashlib.sha256(ident.encode()).hexdigest()[:12]
