@@ -93,6 +93,26 @@ def _lanes_k(for_op: loop.ForOp) -> bool:
                for op in for_op.body.block.ops)
 
 
+ROW_BLOCK_BYTES = 1 << 20
+"""The rows of ``x`` a projection's column tiles sweep before moving on: about
+this many bytes, so they stay in L2 while every column tile reads them (rows
+of 4864 floats: 48 rows); without it every column tile re-reads all of ``x``
+from L3 once ``x`` outgrows L2."""
+
+
+def _row_block(for_op: loop.ForOp, rows: int) -> int | None:
+    """Rows per block for the lanes loop ``k`` in ``for_op`` (a multiple of
+    ``rows``), None when a block would hold more than 128 rows (short rows: the
+    whole prompt fits)."""
+    (k,) = [op for op in for_op.body.block.ops
+            if isinstance(op, loop.ForOp) and op.loop_name.data == "k"]
+    extent = _extent(k)
+    if not extent:  # symbolic, or an empty sum
+        return None
+    block = max(rows, ROW_BLOCK_BYTES // (4 * extent) // rows * rows)
+    return block if block <= 128 else None
+
+
 def _lanes_sums(for_op: loop.ForOp) -> int:
     """How many values the lanes loop ``k`` in ``for_op`` carries."""
     return max(len(op.inits) for op in for_op.body.block.ops
@@ -133,15 +153,24 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
             grain = sched.Parallel(cols_o, max(1, min_chunk // jam.columns))
             if len(nest) == 2:  # rows x columns: jam jam.rows rows too (prefill)
                 rows = nest[0].loop_name.data
-                candidates.append([
-                    *columns,
-                    sched.Reorder((cols_o, rows)),  # a tile of W serves every row
-                    sched.Split(rows, jam.rows, f"{rows}o", f"{rows}i", peel=True),
+                tiles: list[sched.Directive] = [
                     sched.Vectorize("k", lanes), sched.Vectorize("k_tail", lanes),
                     sched.Privatize("k"), sched.Privatize("k"),  # columns, then rows
                     sched.Privatize("k_tail"),  # the leftover rows: columns only
                     grain,
-                ])
+                ]
+                block = _row_block(nest[-1], jam.rows)
+                if block is not None:  # long rows: blocks of rows that stay in L2
+                    candidates.append([
+                        sched.Split(rows, block, f"{rows}b", f"{rows}r"), *columns,
+                        sched.Reorder((cols_o, f"{rows}r")),
+                        sched.Split(f"{rows}r", jam.rows, f"{rows}o", f"{rows}i", peel=True),
+                        *tiles])
+                candidates.append([
+                    *columns,
+                    sched.Reorder((cols_o, rows)),  # a tile of W serves every row
+                    sched.Split(rows, jam.rows, f"{rows}o", f"{rows}i", peel=True),
+                    *tiles])
             candidates.append([*columns, sched.Vectorize("k", lanes), sched.Privatize("k"),
                                grain])
             if parallel is not None and parallel.loop != last:

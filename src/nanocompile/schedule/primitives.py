@@ -314,14 +314,35 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
     target.erase()
 
 
-def _perfect_nest(kernel: loop.KernelOp, names: list[str]) -> list[loop.ForOp]:
+_INDEX_OPS = (arith.ConstantOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp,
+              arith.RemSIOp, arith.MinSIOp, arith.MaxSIOp)
+
+
+def _index_prologue(outer: loop.ForOp, inner: loop.ForOp) -> list[Operation]:
+    """The pure index arithmetic before ``inner`` in ``outer``'s body (``split``'s
+    tile offsets), which ``reorder`` sinks into the innermost body; anything
+    else beside ``inner`` makes the nest imperfect."""
+    body = [op for op in outer.body.block.ops if not isinstance(op, loop.YieldOp)]
+    if inner not in body or body[-1] is not inner or not all(
+            isinstance(op, _INDEX_OPS) and all(isinstance(r.type, IndexType) for r in op.results)
+            for op in body[:-1]):
+        raise NotPerfectlyNested(f"reorder: loop '{outer.loop_name.data}' holds other "
+                                 f"ops besides loop '{inner.loop_name.data}'")
+    return body[:-1]
+
+
+def _perfect_nest(kernel: loop.KernelOp, names: list[str]
+                  ) -> tuple[list[loop.ForOp], list[Operation]]:
     loops = [find_loop(kernel, n) for n in names]
     by_depth = sorted(loops, key=lambda op: _depth(op))
+    prologue: list[Operation] = []
     for outer, inner in itertools.pairwise(by_depth):
-        body = [op for op in outer.body.block.ops if not isinstance(op, loop.YieldOp)]
-        if body != [inner]:
-            raise NotPerfectlyNested(f"reorder: loop '{outer.loop_name.data}' holds other "
-                                     f"ops besides loop '{inner.loop_name.data}'")
+        prologue += _index_prologue(outer, inner)
+    sunk = {r for op in prologue for r in op.results}
+    for op in by_depth[1:]:
+        if any(_depends_on(b, v) for b in (op.lb, op.ub) for v in sunk):
+            raise NotPerfectlyNested(f"reorder: the bounds of '{op.loop_name.data}' depend "
+                                     "on index arithmetic of an outer loop of the nest")
     for op in loops:
         if op.inits:
             raise CarriesValues(f"reorder: loop '{op.loop_name.data}' carries values")
@@ -333,7 +354,7 @@ def _perfect_nest(kernel: loop.KernelOp, names: list[str]) -> list[loop.ForOp]:
             if any(_depends_on(bound, iv) for iv in iv_set):
                 raise NotPerfectlyNested(f"reorder: the bounds of '{op.loop_name.data}' "
                                          "depend on another loop of the nest")
-    return by_depth
+    return by_depth, prologue
 
 
 def _depth(op: Operation) -> int:
@@ -349,18 +370,21 @@ def reorder(kernel: loop.KernelOp, names: list[str]) -> None:
     """Permute a perfect nest of loops to the order of ``names`` (outermost first).
 
     Preconditions: 1. every loop exists (``LoopNotFound``); 2. they form a
-    perfect nest (``NotPerfectlyNested``: nothing between them, bounds
-    independent of the nest's indices); 3. none carries values
+    perfect nest (``NotPerfectlyNested``: nothing between them but pure index
+    arithmetic, e.g. ``split``'s tile offsets, which moves into the innermost
+    body; bounds independent of the nest's indices and of that arithmetic);
+    3. none carries values
     (``CarriesValues``: reordering a sum would reorder its terms) or is
     parallel. Bitwise: each innermost iteration computes its own elements
     from the same operands; only the order of independent iterations changes.
     """
     if len(set(names)) != len(names) or len(names) < 2:
         raise ScheduleError(f"reorder: expected at least two distinct loops, got {names}")
-    nest = _perfect_nest(kernel, names)
+    nest, prologue = _perfect_nest(kernel, names)
     innermost = nest[-1]
     by_name = {op.loop_name.data: op for op in nest}
-    body_ops = [op for op in innermost.body.block.ops if not isinstance(op, loop.YieldOp)]
+    body_ops = prologue + [op for op in innermost.body.block.ops
+                           if not isinstance(op, loop.YieldOp)]
     new_blocks = [Block(arg_types=[IndexType()]) for _ in names]
     mapping = {by_name[n].iv: blk.args[0] for n, blk in zip(names, new_blocks, strict=True)}
     for op in body_ops:

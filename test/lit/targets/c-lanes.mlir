@@ -147,7 +147,8 @@ builtin.module {
 // CHECK-NEXT:       [[P]][[[L]]] = [[P]][[[L]]] + [[P]][[[L]] + [[H]]];
 // CHECK-NEXT:     }
 // CHECK-NEXT:   }
-// CHECK-NEXT:   p0[[[LB]]] = [[P]][0];
+// CHECK-NEXT:   const float [[P]]_sum = [[P]][0];
+// CHECK-NEXT:   p0[[[LB]]] = [[P]]_sum;
 
 // CHECK-LABEL: int32_t nck_dot_n(
 // CHECK:        for (int64_t [[B:kb[0-9]+]] = v{{[0-9]+}}; [[B]] < [[N:v[0-9]+]]; [[B]] += 16) {  /* k (lanes 16) */
@@ -189,7 +190,8 @@ builtin.module {
 // CHECK:          for (int [[H:kh[0-9]+]] = 8; [[H]] >= 1; [[H]] /= 2) {  /* the halving tree */
 // CHECK-NEXT:       for (int [[L]] = 0; [[L]] < [[H]]; ++[[L]]) {
 // CHECK-NEXT:         [[P]][[[L]]] = _mm256_add_ps([[P]][[[L]]], [[P]][[[L]] + [[H]]]);
-// CHECK:          _mm256_storeu_ps(&p0[{{.*}}], [[P]][0]);
+// CHECK:          const __m256 [[P]]_sum = [[P]][0];
+// CHECK:          _mm256_storeu_ps(&p0[{{.*}}], [[P]]_sum);
 // the tail's 4 columns: scalar partial sums
 // CHECK:        for (int64_t {{i[0-9]+}} = v{{[0-9]+}}; {{i[0-9]+}} < v{{[0-9]+}}; ++{{i[0-9]+}}) {  /* d0_tail */
 // CHECK:          float [[Q:acc[0-9]+]][16];

@@ -542,3 +542,41 @@ def test_parallel_inside_a_lanes_loop_is_refused() -> None:
     _unchanged(lambda k: parallel(k, "d0"), kernel, LanesLoop,
                "parallel 'd0': enclosing loop 'k' is a lanes loop")
     _unchanged(lambda k: parallel(k, "k"), kernel, CarriesValues, "carries 1 value")
+
+
+@pytest.mark.parametrize("arch", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_default_schedules_of_an_empty_sum(arch: Arch) -> None:
+    """K = 0 (found by the graphs fuzz campaign: the row-block size divided by the
+    row length): the candidates are listed without the row blocks, no crash."""
+    kernel = _kernel(projection(0))
+    candidates = default_schedules(kernel, arch)
+    assert candidates
+    assert not any(isinstance(d, sched.Split) and d.outer == "d0b"
+                   for c in candidates for d in c)
+
+
+@pytest.mark.parametrize("arch", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_long_rows_are_blocked_and_keep_the_order(arch: Arch) -> None:
+    """K = 4864 (down_proj's rows): the first candidate sweeps the column tiles
+    over blocks of rows (``ROW_BLOCK_BYTES``); it applies and gives the
+    reference's bits on 1 and 2 threads at row counts around a block's edge."""
+    reason = _missing(arch.f32_lanes)
+    if reason:
+        pytest.skip(reason)
+    module = projection(4864)
+    first = default_schedules(_kernel(module), arch)[0]
+    assert isinstance(first[0], sched.Split), first
+    assert first[0].outer == "d0b", first
+    block = first[0].factor
+    assert block % MATMUL_TILES[arch.name].rows == 0
+    assert 4 * 4864 * block <= 1 << 20
+    scheduled = _scheduled(module, first)
+    rng = rng_for("lanes row blocks", 0)
+    w = random_f32(rng, (N, 4864), specials=False)
+    program = compile_loop(scheduled, {"w": w})
+    for n in (1, 2):
+        assert program.set_threads(n) == n
+        for seq in (1, block - 1, block + 7):
+            x = random_f32(rng, (seq, 4864), specials=False)
+            assert_bitwise(_run(program, x, w, False), lanes_matmul(x, w.T),
+                           f"row blocks of {block}, seq={seq}, {n} threads")
