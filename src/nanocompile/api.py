@@ -16,6 +16,11 @@ deterministic random weights, so its text is meaningless), generated once
 
 Backends: ``"c"`` (the compiler: Graph IR -> Loop IR -> C -> gcc -> ctypes)
 and ``"interpreter"`` (the NumPy reference that defines what a graph means).
+
+Weights: ``weights="bf16"`` (the default for a snapshot storing bf16, as
+Qwen2 releases do) binds the kernels to the snapshot's mapped bf16 tensors,
+widened in registers (nothing copied at load); ``weights="f32"`` widens every
+tensor to f32 at load. Both compute the same bits.
 """
 
 from __future__ import annotations
@@ -41,7 +46,14 @@ from nanocompile.checkpoint.jsonfile import JSONFileError, read_json
 from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.checkpoint.synth import SYNTH_VERSION, write_synthetic_snapshot
 from nanocompile.compiler import STAGES, CompileTimes, Pipeline, compile_program
-from nanocompile.inference.engine import Engine, F32Weights
+from nanocompile.inference.engine import (
+    WEIGHT_FORMATS,
+    Engine,
+    SnapshotWeights,
+    check_weights,
+    default_weights,
+    wide_weights,
+)
 from nanocompile.inference.generate import (
     ContextLengthError,
     GenerationResult,
@@ -160,7 +172,8 @@ def _install(staging: Path, target: Path) -> None:
 
 
 def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
-            last_only: bool = True, explain: bool = False) -> str:
+            last_only: bool = True, explain: bool = False, weights: str = "f32",
+            wide: frozenset[str] = frozenset()) -> str:
     """The program for ``config`` after ``stage``, as text, exactly as
     ``compile_program`` builds it: "graph" (as written), "fused" (after the
     graph passes: cse, fold-constants, dce, fuse), "loop" (Loop IR),
@@ -168,12 +181,14 @@ def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
     chose for each kernel after it: phase 4) or "c" (of the scheduled
     kernels). ``explain`` (stage "scheduled" only) puts ``//`` comment lines
     first: per kernel, the candidate schedules refused, with the reason, and
-    the one chosen."""
+    the one chosen. ``weights``: the weight format (``"f32"`` or ``"bf16"``;
+    with bf16 the names in ``wide`` stay f32 weights)."""
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
     if explain and stage != "scheduled":
         raise ValueError(f"explain needs stage 'scheduled', got {stage!r}")
-    graph = build_qwen2(config, Qwen2GraphOptions(n_layers=n_layers, last_only=last_only))
+    graph = build_qwen2(config, Qwen2GraphOptions(n_layers=n_layers, last_only=last_only,
+                                                  weights=check_weights(weights), wide=wide))
     pipeline = Pipeline(graph)
     text = pipeline.text(stage)
     if not explain:
@@ -200,7 +215,7 @@ class Model:
 
     def __init__(self, snapshot: Snapshot, tokenizer: Tokenizer, *, backend: str,
                  last_only: bool, context: int, synthetic: bool,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, weights: str = "f32") -> None:
         self.snapshot = snapshot
         self.config: Qwen2Config = snapshot.config
         self.tokenizer = tokenizer
@@ -209,7 +224,9 @@ class Model:
         self.context = context
         self.synthetic = synthetic
         self._progress = progress
-        self._weights = F32Weights(snapshot)
+        self.weights = check_weights(weights)
+        self._wide = wide_weights(snapshot) if weights == "bf16" else frozenset()
+        self._weights = SnapshotWeights(snapshot, weights)
         self._graphs: dict[bool, _Compiled] = {}
         self._compile_lock = threading.Lock()
 
@@ -221,13 +238,19 @@ class Model:
     def __repr__(self) -> str:
         kind = "synthetic (meaningless text)" if self.synthetic else "checkpoint"
         return (f"Model({str(self.path)!r}, backend={self.backend!r}, "
-                f"layers={self.config.num_hidden_layers}, {kind})")
+                f"weights={self.weights!r}, layers={self.config.num_hidden_layers}, {kind})")
 
     # -- engines ----------------------------------------------------------
 
+    def _options(self, last_only: bool, n_layers: int | None = None) -> Qwen2GraphOptions:
+        return Qwen2GraphOptions(n_layers=n_layers, last_only=last_only, weights=self.weights,
+                                 wide=self._wide)
+
     def widen_weights(self) -> None:
-        """Widen every weight to f32 now (otherwise it happens on first use)."""
-        names = list(self._weights)
+        """Widen now the weights the format widens to f32 (otherwise that happens on
+        first use): every one with ``weights="f32"``; with ``"bf16"`` only those the
+        snapshot stores otherwise than bf16 (the rest stay the mapped bf16 bits)."""
+        names = [n for n in self._weights if self.weights == "f32" or n in self._wide]
         for done, name in enumerate(names, 1):
             self._weights[name]
             if self._progress is not None:
@@ -244,7 +267,7 @@ class Model:
             return found
 
     def _build(self, last_only: bool) -> _Compiled:
-        graph = build_qwen2(self.config, Qwen2GraphOptions(last_only=last_only))
+        graph = build_qwen2(self.config, self._options(last_only))
         if self.backend == "interpreter":
             return _Compiled(graph, Engine(self.config, InterpreterBackend(graph, self._weights),
                                            chunk=PREFILL_CHUNK))
@@ -347,15 +370,19 @@ class Model:
     def ir(self, stage: str, n_layers: int | None = None) -> str:
         """The generation program after ``stage`` ("graph", "fused", "loop",
         "scheduled" or "c"), as text."""
-        return ir_text(self.config, stage, n_layers=n_layers, last_only=self.last_only)
+        return ir_text(self.config, stage, n_layers=n_layers, last_only=self.last_only,
+                       weights=self.weights, wide=self._wide)
 
     def compile_report(self) -> dict[str, Any]:
         """Work per decode step counted from the Loop IR, and what compiling cost.
 
         ``bytes_per_step`` is the exact bytes-moved polynomial in ``past``
         (cached tokens) and ``seq`` (new tokens); ``bytes_per_decode_step``
-        evaluates it at ``past=0, seq=1``. Compile fields are ``None`` on the
-        interpreter backend.
+        evaluates it at ``past=0, seq=1``. ``weights`` is the weight format,
+        ``widened_weights`` how many tensors it widens to f32 (with f32 every
+        tensor not stored as F32; with bf16 those stored as F16) and
+        ``widened_weight_bytes`` the memory of those copies. Compile fields are
+        ``None`` on the interpreter backend.
         """
         built = self._compiled(last_only=True)
         if built.program is not None:
@@ -373,6 +400,11 @@ class Model:
             "backend": self.backend,
             "layers": self.config.num_hidden_layers,
             "last_only": self.last_only,
+            "weights": self.weights,
+            "widened_weights": sum(1 for n in self.snapshot.expected_tensors()
+                                   if self.snapshot.dtype(n) != "F32"
+                                   and (self.weights == "f32" or n in self._wide)),
+            "widened_weight_bytes": self._weights.widened_bytes(),
             "launches_per_step": work.launches,
             "distinct_kernels": work.distinct_kernels,
             "bytes_per_step": str(moved),
@@ -416,7 +448,7 @@ def _context(config: Qwen2Config, context: int | None) -> int:
 
 def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
          last_only: bool = True, context: int | None = None,
-         progress: Progress | None = None) -> Model:
+         progress: Progress | None = None, weights: str | None = None) -> Model:
     """Open a Qwen2 snapshot directory and get it ready to run on ``backend``.
 
     ``model_dir=None`` is the embedded default: the synthetic Qwen2.5-0.5B
@@ -426,20 +458,32 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     that computes the last position's logits only (``Model.logits`` then
     compiles a second, all-position graph on first use). ``context`` caps
     prompt plus generated tokens (default ``max_position_embeddings``).
-    ``progress(what, done, total)`` hears about the slow steps.
+    ``progress(what, done, total)`` hears about the slow steps. ``weights``
+    is the weight format: ``"bf16"`` (the kernels read the snapshot's bf16
+    tensors where they lie, mapped, and widen in registers; tensors stored
+    otherwise are widened to f32) or ``"f32"`` (every tensor widened at
+    load); ``None``: bf16 when the snapshot stores bf16 tensors, else f32.
+    The two formats compute the same bits.
 
     Raises ``SnapshotError``/``ConfigError``/``SafetensorsError`` for a bad
     directory and ``ValueError`` for bad options.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if weights is not None and weights not in WEIGHT_FORMATS:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHT_FORMATS)} (or None: "
+                         f"the snapshot's), got {weights!r}")
     synthetic = model_dir is None
     directory = ensure_default_snapshot(progress) if model_dir is None else Path(model_dir)
     snapshot = Snapshot.open(directory)
     try:
+        fmt = default_weights(snapshot) if weights is None else weights
+        if fmt == "bf16" and default_weights(snapshot) != "bf16":
+            raise ValueError(f"weights='bf16': {directory} stores no tensor in bf16 "
+                             "(use weights='f32')")
         model = Model(snapshot, Tokenizer.from_dir(directory), backend=backend,
                       last_only=last_only, context=_context(snapshot.config, context),
-                      synthetic=synthetic, progress=progress)
+                      synthetic=synthetic, progress=progress, weights=fmt)
         model.widen_weights()
         model._compiled(last_only=True)
     except BaseException:

@@ -99,7 +99,8 @@ def _load_model(args: argparse.Namespace, *, last_only: bool = True) -> Model:
     if args.model is None:
         print(SYNTHETIC_NOTICE, file=sys.stderr, flush=True)
     return load(args.model, backend=getattr(args, "backend", "c"), last_only=last_only,
-                context=getattr(args, "context", None), progress=_progress())
+                context=getattr(args, "context", None), progress=_progress(),
+                weights=getattr(args, "weights", None))
 
 
 def _sampling_from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -200,7 +201,8 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         raise UserError(f"--layers must be in [1, {cfg.num_hidden_layers}], got {args.layers}")
     text = report_step(_progress(), f"building the program up to stage '{args.stage}'",
                        lambda: ir_text(cfg, args.stage, n_layers=args.layers,
-                                       last_only=args.last_only, explain=args.explain))
+                                       last_only=args.last_only, explain=args.explain,
+                                       weights=args.weights))
     print(text)
     return 0
 
@@ -274,6 +276,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
           f"{' (synthetic)' if r['synthetic'] else ''}")
     print(f"graph                   {r['layers']} layers, "
           f"{'last-position' if r['last_only'] else 'all-position'} logits")
+    widened = (f"{r['widened_weights']} widened to f32, "
+               f"{r['widened_weight_bytes'] / 2**20:.1f} MiB")
+    print(f"weights                 {r['weights']} ({widened})")
     print(f"kernel launches / step  {r['launches_per_step']}")
     print(f"distinct kernels        {r['distinct_kernels']}")
     print(f"bytes moved / step      {r['bytes_per_step']}")
@@ -324,6 +329,10 @@ def _add_model_options(p: argparse.ArgumentParser, backend: bool = True) -> None
     if backend:
         p.add_argument("--backend", choices=["c", "interpreter"], default="c",
                        help="c: compiled kernels (default); interpreter: the NumPy reference")
+    p.add_argument("--weights", choices=["bf16", "f32"], default=None,
+                   help="weight format: bf16 (the kernels read the snapshot's bf16 tensors "
+                   "in place; the default for a bf16 snapshot) or f32 (every tensor widened "
+                   "at load); the same bits either way")
 
 
 def _add_generation_options(p: argparse.ArgumentParser) -> None:
@@ -376,9 +385,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.set_defaults(func=_cmd_chat)
 
     comp = sub.add_parser("compile", help="compile a snapshot and report the work per step",
-                          description="Compile the model with gcc (cached) and report kernel "
-                          "launches and bytes moved per decode step, compile time and the "
-                          "kernel cache location.")
+                          description="Compile the model with gcc (cached) and report the "
+                          "weight format, kernel launches and bytes moved per decode step, "
+                          "compile time and the kernel cache location.")
     _add_model_options(comp, backend=False)
     comp.add_argument("--all-positions", action="store_true",
                       help="compile the graph with logits for every position")
@@ -411,6 +420,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="build only the first N layers (default: all)")
     dump.add_argument("--last-only", action="store_true",
                       help="logits for the last position only")
+    dump.add_argument("--weights", choices=["f32", "bf16"], default="f32",
+                      help="weight format of the program (default f32; bf16: every weight "
+                      "bf16, widened where the kernels read it)")
     dump.add_argument("--explain", action="store_true",
                       help="with --stage scheduled: first, as // comments, each kernel's "
                       "refused candidate schedules with the reason, and the one chosen")

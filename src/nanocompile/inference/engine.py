@@ -18,6 +18,7 @@ import numpy as np
 from nanocompile.backend.runtime import allocate
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
+from nanocompile.models.qwen2 import WEIGHT_FORMATS
 
 
 class Backend(Protocol):
@@ -49,6 +50,65 @@ class F32Weights(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self.snapshot.expected_tensors())
+
+    def widened_bytes(self) -> int:
+        """Bytes of the f32 copies made so far (a tensor stored as F32 is handed
+        out as its mapped view: no copy)."""
+        return sum(a.nbytes for name, a in self._cache.items()
+                   if self.snapshot.dtype(name) != "F32")
+
+
+def default_weights(snapshot: Snapshot) -> str:
+    """The default weight format of ``snapshot``: ``"bf16"`` when it stores any
+    expected tensor in bf16 (a Qwen2 release does), else ``"f32"``."""
+    bf16 = any(snapshot.dtype(n) == "BF16" for n in snapshot.expected_tensors())
+    return "bf16" if bf16 else "f32"
+
+
+def check_weights(weights: str) -> str:
+    """``weights`` if it names a weight format, else a ValueError."""
+    if weights not in WEIGHT_FORMATS:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHT_FORMATS)}, "
+                         f"got {weights!r}")
+    return weights
+
+
+def wide_weights(snapshot: Snapshot) -> frozenset[str]:
+    """The expected tensors ``snapshot`` stores otherwise than bf16 (f32, f16):
+    in the bf16 format they stay f32 weights, widened (``SnapshotWeights``)."""
+    return frozenset(n for n in snapshot.expected_tensors() if snapshot.dtype(n) != "BF16")
+
+
+class SnapshotWeights(Mapping[str, np.ndarray]):
+    """A snapshot's weights for a graph of weight format ``weights``
+    (``models.qwen2``): with ``"bf16"``, each tensor stored in bf16 is its
+    zero-copy, read-only view into the mapped file (uint16 bits: nothing is
+    copied or widened; the kernels widen in registers) and any other tensor
+    (``wide_weights``) is widened exactly to f32 on first use and kept; with
+    ``"f32"``, every tensor is widened (``F32Weights``)."""
+
+    def __init__(self, snapshot: Snapshot, weights: str = "bf16") -> None:
+        self.snapshot = snapshot
+        self.weights = check_weights(weights)
+        self._f32 = F32Weights(snapshot)
+        self._wide = wide_weights(snapshot) if weights == "bf16" else None
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if self._wide is None or name in self._wide:
+            return self._f32[name]
+        if name not in self.snapshot.expected_tensors():
+            raise KeyError(name)
+        return self.snapshot.raw(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.snapshot.expected_tensors())
+
+    def __len__(self) -> int:
+        return len(self.snapshot.expected_tensors())
+
+    def widened_bytes(self) -> int:
+        """Bytes of the f32 copies made so far."""
+        return self._f32.widened_bytes()
 
 
 @dataclass

@@ -59,9 +59,13 @@ R = TypeVar("R")
 def argument_footprint(arg: SSAValue, layout: Layout) -> Layout:
     """The part of a region argument the kernel reads: follow a single chain of
     view-expressible index ops (a sliced last row reads one row); a gather
-    table reads one row per id."""
+    table reads one row per id. The widening of bf16 to f32 reads each element
+    where it is read, so the chain goes on through it."""
     while (use := arg.get_unique_use()) is not None:  # a loop: view chains may be long
         user = use.operation
+        if isinstance(user, g.CastOp) and g.tensor_type(arg).dtype.data == "bf16":
+            arg = user.result
+            continue
         if isinstance(user, g.GatherOp) and use.index == 0:
             ids = g.tensor_type(user.ids).dims
             return Layout(tuple(ids) + layout.shape[1:], layout.offset,

@@ -12,6 +12,14 @@ One graph serves prefill (``past = 0``) and every decode step (``seq = 1``):
 Weights are ``graph.weight`` nodes named as in the HF checkpoint. With tied
 embeddings the LM head reads the embedding (one weight node, read twice);
 untied configs get ``lm_head.weight``.
+
+Weight formats (``Qwen2GraphOptions.weights``): ``"f32"`` declares every
+weight f32 (the caller widens the snapshot's values); ``"bf16"`` declares
+each weight bf16, as the snapshot stores it, followed by the exact
+``graph.cast`` to f32, which fusion puts into the kernels that read it (they
+load 2 bytes per element and widen in registers: the same f32 values, so the
+same bits as the f32 format). Weights the snapshot stores otherwise (f32,
+f16), named in ``wide``, stay f32 weights (widened by the caller).
 """
 
 from __future__ import annotations
@@ -28,20 +36,37 @@ from nanocompile.ir.symbolic import Expr
 SEQ, PAST = Expr.sym("seq"), Expr.sym("past")
 
 
+WEIGHT_FORMATS = ("f32", "bf16")
+
+
 @dataclass(frozen=True)
 class Qwen2GraphOptions:
-    """What to build: how many layers (default: all) and whether only the last
-    position's logits are computed."""
+    """What to build: how many layers (default: all), whether only the last
+    position's logits are computed, and the weights' format (``weights``:
+    ``"f32"`` or ``"bf16"``; with bf16, the names in ``wide`` are f32
+    weights: stored otherwise than bf16)."""
 
     n_layers: int | None = None
     last_only: bool = False
     name: str = "qwen2"
+    weights: str = "f32"
+    wide: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.weights not in WEIGHT_FORMATS:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHT_FORMATS)}, "
+                             f"got {self.weights!r}")
+
+    def dtype(self, name: str) -> str:
+        """The storage dtype of weight ``name`` in the graph."""
+        return "bf16" if self.weights == "bf16" and name not in self.wide else "f32"
 
 
 @dataclass
 class _Context:
     gb: GraphBuilder
     cfg: Qwen2Config
+    opts: Qwen2GraphOptions
     cos: Tensor
     sin: Tensor
     mask: Tensor
@@ -50,7 +75,14 @@ class _Context:
 
 
 def _w(ctx: _Context, name: str, *shape: int) -> Tensor:
-    return ctx.gb.weight(name, list(shape))
+    return weight(ctx.gb, ctx.opts, name, *shape)
+
+
+def weight(gb: GraphBuilder, opts: Qwen2GraphOptions, name: str, *shape: int) -> Tensor:
+    """Weight ``name`` as f32: a bf16 weight widened, or an f32 weight."""
+    dtype = opts.dtype(name)
+    w = gb.weight(name, list(shape), dtype)
+    return w.cast("f32") if dtype != "f32" else w
 
 
 def _attention(ctx: _Context, i: int, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -106,11 +138,11 @@ def build_qwen2(cfg: Qwen2Config, options: Qwen2GraphOptions | None = None) -> M
     ids = gb.input("token_ids", "i64", [SEQ])
     past_keys = gb.input("past_keys", "f32", [layers, nkv, PAST, d])
     past_values = gb.input("past_values", "f32", [layers, nkv, PAST, d])
-    embed = gb.weight("model.embed_tokens.weight", [cfg.vocab_size, hidden])
+    embed = weight(gb, opts, "model.embed_tokens.weight", cfg.vocab_size, hidden)
     x = gather(embed, ids).named("x0")
     cos, sin = C.rope_tables(gb, SEQ, PAST, d, cfg.rope_theta)
     mask = C.causal_mask(gb, SEQ, PAST).named("mask")
-    ctx = _Context(gb, cfg, cos.named("cos"), sin.named("sin"), mask, past_keys, past_values)
+    ctx = _Context(gb, cfg, opts, cos.named("cos"), sin.named("sin"), mask, past_keys, past_values)
 
     new_keys, new_values = [], []
     for i in range(layers):
@@ -118,11 +150,11 @@ def build_qwen2(cfg: Qwen2Config, options: Qwen2GraphOptions | None = None) -> M
         new_keys.append(k.reshape(1, nkv, SEQ, d))
         new_values.append(v.reshape(1, nkv, SEQ, d))
 
-    x = C.rms_norm(x, gb.weight("model.norm.weight", [hidden]), cfg.rms_norm_eps)
+    x = C.rms_norm(x, weight(gb, opts, "model.norm.weight", hidden), cfg.rms_norm_eps)
     if opts.last_only:
         x = x.slice(0, SEQ - 1, SEQ)
-    head = embed if cfg.tie_word_embeddings else gb.weight(
-        "lm_head.weight", [cfg.vocab_size, hidden])
+    head = embed if cfg.tie_word_embeddings else weight(
+        gb, opts, "lm_head.weight", cfg.vocab_size, hidden)
     logits = (x @ head.T).named("logits")
     gb.output("logits", logits)
     gb.output("keys", concat(new_keys, 0).named("keys"))

@@ -13,6 +13,11 @@ Which ops go where (walking the graph from its outputs back):
   and index-only ops, e.g. the causal mask; never ``exp sqrt sin cos``) are
   never stored: every region that needs them gets its own copy and reads
   through them (strides, div/mod, or one branch per concat operand);
+* the exact widening of bf16 data to f32 (a ``graph.cast`` of a bf16 weight)
+  is never stored either: every region that reads the value widens it as it
+  loads it (a matmul's k loop loads bf16 and widens in registers), so the
+  weight is read at 2 bytes per element. It is not index-computable (an op
+  computed from it is stored as usual);
 * a compute op joins the region of its consumers when they are all in one
   region and it can be computed there without repeating work:
   - an elementwise op is used directly (no index remapping), or reaches its
@@ -107,7 +112,7 @@ class Partition:
 
     # -- classification -------------------------------------------------------
     def _is_inline(self, op: Operation) -> bool:
-        if isinstance(op, INDEX_OPS) or _is_scalar_const(op):
+        if isinstance(op, INDEX_OPS) or _is_scalar_const(op) or is_widening(op):
             return True
         if isinstance(op, ELEMENTWISE_OPS) and not isinstance(op, EXPENSIVE_OPS):
             return all(self._index_computable(v) for v in op.operands)
@@ -119,7 +124,8 @@ class Partition:
             return True
         if isinstance(owner, INDEX_OPS):
             return self._index_op_computable(owner)
-        return owner in self.inline if isinstance(owner, Operation) else False
+        return owner in self.inline and not is_widening(owner) \
+            if isinstance(owner, Operation) else False
 
     def _index_op_computable(self, op: Operation) -> bool:
         """Whether an index-only op reads only index-computable values, through
@@ -269,6 +275,12 @@ def _row_broadcast_path(path: Path) -> bool:
 
 def _feeds_reduction(paths: list[Path]) -> bool:
     return any(isinstance(p.consumer, REDUCE_OPS) for p in paths)
+
+
+def is_widening(op: Operation) -> bool:
+    """The exact bf16 -> f32 cast (bf16 is a storage type: a bf16 value is data
+    read from memory, through index-only ops at most)."""
+    return isinstance(op, g.CastOp) and g.tensor_type(op.operand).dtype.data == "bf16"
 
 
 def _is_scalar_const(op: Operation) -> bool:

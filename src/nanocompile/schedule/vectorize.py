@@ -26,8 +26,14 @@ index at a stride other than 1, a store whose address does not depend on the
 lane, a ``loop.if`` or ``loop.check`` whose condition depends on the lane (a
 blend would load both branches; a ``loop.if`` on a uniform condition is kept
 as a branch whose taken side yields vectors), and lane-varying values of a type or op
-without an exact vector form (bf16 and integer data, casts), and a loop that
+without an exact vector form (integer data, casts), and a loop that
 loads from an argument the kernel writes (a recurrence through memory).
+
+A lane-varying load of bf16 data is vectorized when its every use is the
+exact widening ``arith.extf`` to f32: a ``vector<Wxbf16>`` load (``W`` bf16
+bit patterns) and one ``arith.extf`` of the vector, whose lane ``l`` is the
+scalar widening of element ``l`` (the C target: zero-extend to 32 bits,
+shift left by 16).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import IndexType, IntegerAttr, VectorType, f32
+from xdsl.dialects.builtin import IndexType, IntegerAttr, VectorType, bf16, f32
 from xdsl.ir import Block, Operation, SSAValue
 
 from nanocompile.dialects import loop
@@ -92,7 +98,7 @@ class LaneBranch(NotVectorizable):
 
 class NoVectorForm(NotVectorizable):
     """Precondition 7: a lane-varying value of a type or op with no exact
-    vector form (integer or bf16 data, casts)."""
+    vector form (integer data, bf16 data other than widened to f32, casts)."""
 
 
 class RaggedLanes(NotVectorizable):
@@ -112,6 +118,16 @@ class Lane:
 _FLOAT_BINARY = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.MaximumfOp)
 _FLOAT_TERNARY = (xmath.FmaOp,)
 _FLOAT_UNARY = (arith.NegfOp, xmath.ExpOp, xmath.SqrtOp, xmath.SinOp, xmath.CosOp)
+
+
+def _is_widening(op: Operation) -> bool:
+    """The exact bf16 -> f32 ``arith.extf``."""
+    return isinstance(op, arith.ExtFOp) and op.input.type == bf16 and op.result.type == f32
+
+
+def _only_widened(value: SSAValue) -> bool:
+    """Every use of ``value`` (a bf16 load) widens it to f32."""
+    return all(_is_widening(use.operation) for use in value.uses)
 
 
 def known_divisor(value: SSAValue) -> int:
@@ -168,9 +184,12 @@ class _Analysis:
             if self.access(op, op.ptr, op.indices, op.stride_exprs) is not None:
                 ptr = op.ptr.type
                 assert isinstance(ptr, loop.PtrType)
-                if ptr.dtype.data != "f32":
+                if ptr.dtype.data != "f32" and not (ptr.dtype.data == "bf16"
+                                                    and _only_widened(op.result)):
                     raise NoVectorForm(f"{self.where}: a lane-varying load of "
-                                       f"{ptr.dtype.data} data")
+                                       f"{ptr.dtype.data} data" + (
+                                           " used other than widened to f32"
+                                           if ptr.dtype.data == "bf16" else ""))
                 self.varying.add(op.result)
         elif isinstance(op, loop.StoreOp):
             if self.access(op, op.ptr, op.indices, op.stride_exprs) is None:
@@ -186,7 +205,7 @@ class _Analysis:
         elif op.results and isinstance(op.results[0].type, IndexType):
             self.index[op.results[0]] = self.index_op(op)
         elif isinstance(op, (*_FLOAT_BINARY, *_FLOAT_UNARY, *_FLOAT_TERNARY, arith.CmpfOp,
-                             arith.SelectOp)):
+                             arith.SelectOp)) or _is_widening(op):
             if any(self.varies(v) for v in op.operands):
                 self.varying.update(op.results)
         elif any(self.varies(v) for v in op.operands):
@@ -325,6 +344,8 @@ class _Builder:
             self.map[old] = res
 
     def vector_op(self, op: Operation, into: Block) -> Operation:
+        if isinstance(op, arith.ExtFOp):  # of a vector<Wxbf16> load (_only_widened)
+            return arith.ExtFOp(self.get(op.input), VectorType(f32, [self.width]))
         if isinstance(op, arith.CmpfOp):
             pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
             return loop.VCmpOp(pred, self.vec(op.lhs, into), self.vec(op.rhs, into))
@@ -393,7 +414,8 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     have stride 1 (``NonContiguous``); 5. every store's address depends on the
     lane (``UniformStore``); 6. no ``loop.if``/``loop.check`` depends on the
     lane (``LaneBranch``); 7. lane-varying values are f32 with float ops
-    (``NoVectorForm``); 8. the tail's loop names are free when there is a tail (``NameTaken``);
+    (``NoVectorForm``), or bf16 loads only widened to f32; 8. the tail's loop
+    names are free when there is a tail (``NameTaken``);
     9. the loop loads no argument the kernel writes (``ReadsOwnWrites``: a
     recurrence through memory would read stale lanes).
 

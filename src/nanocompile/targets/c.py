@@ -46,6 +46,7 @@ from nanocompile.targets.c_vector import (
     vector_add,
     vector_c_type,
     vector_expr,
+    vector_load,
     vector_prefix,
     vector_prelude,
 )
@@ -422,8 +423,10 @@ class CEmitter:
             f.lines.append(f"{pad}    {a} = {add};")
         f.lines.append(f"{pad}  }}")
         f.lines.append(f"{pad}}}")
-        for name, res in zip(arrays, op.res, strict=True):
-            f.names[res] = f"{name}[0]"
+        for name, res in zip(arrays, op.res, strict=True):  # a plain name (a task may need it)
+            total = f"{name}_sum"
+            f.lines.append(f"{pad}const {c_type(res.type)} {total} = {name}[0];")
+            f.names[res] = total
 
     def _emit_if(self, op: loop.IfOp, f: _Function, depth: int) -> None:
         pad = "  " * depth
@@ -447,7 +450,7 @@ class CEmitter:
             if op.lanes is None:
                 return value
             assert isinstance(op.result.type, VectorType)
-            return f"{vector_prefix(op.result.type)}_loadu_ps(&{value})"
+            return vector_load(op.result.type, value)
         vector = vector_expr(op, f.__getitem__)
         if vector is not None:
             return vector

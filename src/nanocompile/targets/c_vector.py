@@ -24,6 +24,13 @@ scalar C of the same op gives (``-ffp-contract=off``, no FMA):
   which shuffles four vectors so that each add serves all four trees and
   adds exactly the same pairs.
 
+A ``vector<Wxbf16>`` holds ``W`` bf16 bit patterns in an integer register
+(16 lanes: ``__m256i``, 8: ``__m128i``, 4: the low half of an ``__m128i``,
+loaded by ``_mm256_loadu_si256``, ``_mm_loadu_si128``, ``_mm_loadl_epi64``);
+its one op is ``arith.extf`` to f32, the scalar ``nc_bf16`` per lane: each
+16 bits zero-extended to 32 (``_mm512_cvtepu16_epi32``, ``_mm256_...``, SSE4.1
+``_mm_cvtepu16_epi32``), shifted into the high half and reinterpreted.
+
 AVX2 comparisons give a vector of all-ones/all-zeros lanes (the mask
 ``vector<8xi1>`` is a ``__m256``) and ``_mm256_blendv_ps`` selects by it;
 AVX-512 comparisons give a bit mask (``vector<16xi1>`` is a ``__mmask16``,
@@ -39,7 +46,7 @@ from collections.abc import Callable
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import VectorType, i1
+from xdsl.dialects.builtin import VectorType, bf16, i1
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nanocompile.dialects import loop
@@ -159,6 +166,42 @@ class VectorEmitError(ValueError):
     """A vector type or op the C target's vector printer has no form for."""
 
 
+# lanes -> (C type of a vector<Wxbf16>, its load, the f32 prefix of its widening)
+BF16_SHAPES = {4: ("__m128i", "_mm_loadl_epi64", "_mm"),
+               8: ("__m128i", "_mm_loadu_si128", "_mm256"),
+               16: ("__m256i", "_mm256_loadu_si256", "_mm512")}
+
+
+def _bf16_shape(t: VectorType) -> tuple[str, str, str] | None:
+    """The C forms of a ``vector<Wxbf16>`` (None for any other vector)."""
+    if t.element_type != bf16:
+        return None
+    shape = BF16_SHAPES.get(t.get_shape()[0]) if len(t.get_shape()) == 1 else None
+    if shape is None:
+        raise VectorEmitError(f"the C target prints bf16 vectors of 4, 8 or 16 lanes, got {t}")
+    return shape
+
+
+def vector_load(t: VectorType, address: str) -> str:
+    """The C expression loading a vector of type ``t`` from ``&address``."""
+    shape = _bf16_shape(t)
+    if shape is not None:
+        return f"{shape[1]}((const {shape[0]} *)&{address})"
+    return f"{_shape(t)[2]}_loadu_ps(&{address})"
+
+
+def _widen(op: arith.ExtFOp, name: Callable[[SSAValue], str]) -> str:
+    """``arith.extf`` of a ``vector<Wxbf16>``: per lane, the 16 bits as the high
+    half of an f32."""
+    assert isinstance(op.input.type, VectorType)
+    shape = _bf16_shape(op.input.type)
+    if shape is None:
+        raise VectorEmitError(f"the C target widens only bf16 vectors, got {op.input.type}")
+    p = shape[2]
+    bits = "128" if p == "_mm" else p.removeprefix("_mm")
+    return f"{p}_castsi{bits}_ps({p}_slli_epi32({p}_cvtepu16_epi32({name(op.input)}), 16))"
+
+
 def _shape(t: VectorType) -> tuple[int, str, str, str]:
     for shape in (*SHAPES, AVX512_SHAPE):
         if t.get_shape() == (shape[0],):
@@ -174,6 +217,9 @@ def _bit_mask(t: VectorType) -> bool:
 def vector_c_type(t: VectorType) -> str:
     """``__m256`` for ``vector<8xf32>`` and its ``vector<8xi1>`` mask (``__m128``
     for 4 lanes); ``__m512`` for ``vector<16xf32>``, ``__mmask16`` for its mask."""
+    bf16_shape = _bf16_shape(t)
+    if bf16_shape is not None:
+        return bf16_shape[0]
     return AVX512_MASK if _bit_mask(t) else _shape(t)[1]
 
 
@@ -200,9 +246,11 @@ def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (on
     t = op.results[0].type if op.results else None
     if not isinstance(t, VectorType):
         return None
-    w, _, p, _ = _shape(t)
     if isinstance(op, loop.LoadOp):
         raise AssertionError("vector loads are printed by the C emitter (they need strides)")
+    if isinstance(op, arith.ExtFOp):
+        return _widen(op, name)
+    w, _, p, _ = _shape(t)
     if isinstance(op, xmath.FmaOp):
         return f"{p}_fmadd_ps({name(op.a)}, {name(op.b)}, {name(op.c)})"
     if isinstance(op, loop.SplatOp):

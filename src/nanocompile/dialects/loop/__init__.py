@@ -218,8 +218,10 @@ class _MemoryOp(IRDLOperation):
         if element != want:
             raise VerifyException(f"{self.name}: a !loop.ptr<{ptr.type.dtype.data}> holds "
                                   f"{want}, not {value_type}")
+        # f32 vectors, and loads of bf16 vectors (bf16 is only ever widened to f32)
+        vector_dtypes = ("f32", "bf16") if isinstance(self, LoadOp) else ("f32",)
         if isinstance(value_type, VectorType) and (
-                len(value_type.get_shape()) != 1 or ptr.type.dtype.data != "f32"):
+                len(value_type.get_shape()) != 1 or ptr.type.dtype.data not in vector_dtypes):
             raise VerifyException(f"{self.name}: vector accesses are 1-d f32 vectors, "
                                   f"not {value_type}")
 
