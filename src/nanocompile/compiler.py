@@ -35,6 +35,14 @@ unfused and scheduled programs compute the same bits. ``compile_loop`` builds
 a Loop-IR module as it is; ``optimize_graph``, ``lower_to_loop``,
 ``schedule_loop`` and ``emit_c`` are the stage functions, for tests that want
 one stage of a module they built.
+
+A warm start runs none of the stages: ``compile_program`` keys the program
+cache (``backend.program_cache``) by the graph's text, the options, the
+resolved arch and the compiler's source, and on a hit reads back the C and
+what the runtime needs (``runtime.ProgramSpec``); only the key (printing the
+graph), the library lookup and binding the weights remain. The Loop IR of
+such a program is rebuilt by the pipeline when something asks for it
+(``CompiledProgram.program``: the compile report's work counts, tests).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
+from nanocompile.backend import program_cache
 from nanocompile.backend.runtime import CompiledProgram
 from nanocompile.ir.checks import check_dominance
 from nanocompile.passes.default_schedule import (
@@ -70,10 +79,13 @@ GRAPH_PIPELINE = ("cse", "fold-constants", "dce", "fuse")
 class CompileTimes:
     """Seconds spent per step of the last compile: ``lower`` (the graph passes
     and lower-graph-to-loop), ``schedule`` (default-schedule), ``emit`` (the C
-    target), ``gcc`` (0 on a cache hit), ``load`` (finding the library in the
-    cache, verifying and opening it, reading the program's signature) and
-    ``weights`` (binding the weights and packing the copies the schedules
-    asked for)."""
+    target), ``gcc`` (0 on a cache hit), ``load`` (the program cache's key
+    and lookup, finding the library in the cache, verifying and opening it,
+    reading the program's signature) and ``weights`` (binding the weights and
+    packing the copies the schedules asked for). ``cache_hit``: the library
+    was in the gcc cache; ``program_cache_hit``: the program was in the
+    program cache (``backend.program_cache``), so lower, schedule and emit did
+    not run (they stay 0)."""
 
     lower: float = 0.0
     schedule: float = 0.0
@@ -82,6 +94,7 @@ class CompileTimes:
     load: float = 0.0
     weights: float = 0.0
     cache_hit: bool = False
+    program_cache_hit: bool = False
 
     @property
     def total(self) -> float:
@@ -259,11 +272,49 @@ def run_to(graph: ModuleOp, stage: str, options: CompileOptions | None = None
 
 def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
                     fuse: bool = True, schedule: bool = False, sanitize: bool | None = None,
-                    times: CompileTimes | None = None) -> CompiledProgram:
+                    times: CompileTimes | None = None,
+                    cache: bool = True) -> CompiledProgram:
     """Run every stage on ``graph`` (optimize unless ``fuse=False``; with
     ``schedule=True``, the default schedules), build the C (or find it in the
-    cache), load it and bind ``weights``."""
-    pipeline = Pipeline(graph, CompileOptions(fuse=fuse, schedule=schedule), times)
+    cache), load it and bind ``weights``.
+
+    With ``cache`` (the default) a program compiled before with the same graph
+    text, options, arch and compiler comes from the program cache
+    (``backend.program_cache``): no stage runs, the C and the runtime's data
+    are read back, and ``program.program`` (the Loop IR) is rebuilt by the
+    pipeline only if asked for. A missing or bad entry runs the pipeline and
+    stores a new one. ``cache=False`` always runs the pipeline (and stores
+    nothing)."""
+    times = CompileTimes() if times is None else times
+    arch = arch_option(CompileOptions().arch if schedule else "scalar")
+    options = CompileOptions(fuse=fuse, schedule=schedule, arch=arch.name)
+    if not cache:
+        return _compile(Pipeline(graph, options, times), weights, sanitize)
+    start = time.perf_counter()
+    key = program_cache.program_key(str(graph), fuse=fuse, schedule=schedule, arch=repr(arch))
+    found = program_cache.load_entry(key)
+    seconds = time.perf_counter() - start
+    if found is None:
+        program = _compile(Pipeline(graph, options, times), weights, sanitize)
+        start = time.perf_counter()
+        try:
+            program_cache.store_entry(key, program.spec, program.source)
+        except OSError:  # an unwritable cache: the next start runs the pipeline again
+            pass
+        times.load += seconds + time.perf_counter() - start
+        return program
+    spec, source = found
+    program = CompiledProgram.from_spec(
+        spec, source, weights, sanitize=sanitize,
+        module=lambda: Pipeline(graph, options).kernels)
+    times.program_cache_hit = True
+    _record(program, times)
+    times.load += seconds
+    return program
+
+
+def _compile(pipeline: Pipeline, weights: Mapping[str, np.ndarray],
+             sanitize: bool | None) -> CompiledProgram:
     source = pipeline.text("c")
     return _load(pipeline.kernels, source, weights, sanitize, pipeline.times)
 
@@ -283,8 +334,12 @@ def compile_loop(loop_module: ModuleOp, weights: Mapping[str, np.ndarray], *,
 def _load(module: ModuleOp, source: str, weights: Mapping[str, np.ndarray],
           sanitize: bool | None, times: CompileTimes) -> CompiledProgram:
     program = CompiledProgram(module, source, weights, sanitize=sanitize)
+    _record(program, times)
+    return program
+
+
+def _record(program: CompiledProgram, times: CompileTimes) -> None:
     times.gcc = program.library.compile_seconds
     times.load = program.load_seconds
     times.weights = program.weights_seconds
     times.cache_hit = program.library.cache_hit
-    return program

@@ -4,6 +4,7 @@ copy of the one before, verified; and what a compile's time went to."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,7 +218,9 @@ def test_compile_times_keep_weight_packing_apart(monkeypatch: pytest.MonkeyPatch
 
 def test_compile_times_of_the_default_schedules(monkeypatch: pytest.MonkeyPatch) -> None:
     """``compile_program(schedule=True)`` counts every stage (scheduling too), and
-    its weights stage packs nothing: no ``loop.buffer packed``, no packed copy."""
+    its weights stage packs nothing: no ``loop.buffer packed``, no packed copy.
+    (``cache=False``: the pipeline runs even when the program cache holds the
+    program; a warm compile runs no stage, ``test_warm_compile_runs_no_stage``.)"""
     pack = CompiledProgram._pack_weights
     made: list[dict[tuple[str, int], np.ndarray]] = []
 
@@ -231,13 +234,35 @@ def test_compile_times_of_the_default_schedules(monkeypatch: pytest.MonkeyPatch)
             continue  # compile_program builds for the arch and runs it: this CPU cannot
         monkeypatch.setenv("NANOCOMPILE_ARCH", arch.name)
         times = CompileTimes()
-        program = compile_program(mlp(), mlp_weights(), schedule=True, times=times)
+        program = compile_program(mlp(), mlp_weights(), schedule=True, times=times,
+                                  cache=False)
+        assert not times.program_cache_hit
         assert not any(b.kind.data == "packed" for b in program.program.buffers()), arch.name
         assert made[-1] == {}, arch.name
         assert times.schedule > 0
         assert times.lower > 0
         assert times.total == pytest.approx(sum(times.stages().values()))
         assert times.gcc == program.library.compile_seconds
+
+
+def test_warm_compile_runs_no_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second ``compile_program`` of the same graph comes from the program
+    cache: lower, schedule and emit stay 0, the C is the pipeline's, and the
+    program computes the cold one's bits (the tiny model's prompt and cached
+    steps: ``backend/test_program_cache.py``)."""
+    monkeypatch.setenv("NANOCOMPILE_CACHE_DIR", str(tmp_path))
+    x = np.random.default_rng(5).standard_normal((4, 16)).astype(np.float32)
+    for schedule in (False, True):
+        cold_times, warm_times = CompileTimes(), CompileTimes()
+        cold = compile_program(mlp(), mlp_weights(), schedule=schedule, times=cold_times)
+        warm = compile_program(mlp(), mlp_weights(), schedule=schedule, times=warm_times)
+        assert not cold_times.program_cache_hit
+        assert cold_times.lower > 0
+        assert warm_times.program_cache_hit
+        assert warm_times.lower == warm_times.schedule == warm_times.emit == 0
+        assert warm.source == Pipeline(mlp(), CompileOptions(schedule=schedule)).text("c")
+        assert np.array_equal(warm.run({"x": x})["y"].view(np.uint32),
+                              cold.run({"x": x})["y"].view(np.uint32))
 
 
 @pytest.mark.parametrize("arch", ["avx2", "avx512"])

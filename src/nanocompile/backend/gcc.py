@@ -12,6 +12,8 @@ in ``$NANOCOMPILE_CACHE_DIR`` or ``~/.cache/nanocompile/kernels``::
     <cache>/<key[:2]>/<key>.lock     serialises builders of one key
     <cache>/<key[:2]>/.tmp-<name>-<pid>-*  a build in progress (see remove_stale_builds)
     <cache>/failed/<name>-<key[:16]>.c  the source of a failed compile
+    <cache>/<key[:2]>/<key>.program.json  a program cache entry (``program_cache``:
+                                     another key, the same directory conventions)
 
 gcc compiles the source with one line appended (`key_stamp`): the key as an
 exported string ``nanocompile_cache_key``. An entry verifies only if its

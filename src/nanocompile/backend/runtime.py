@@ -27,7 +27,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,6 +102,43 @@ def temp_buffers(program: loop.ProgramOp) -> list[TempBuffer]:
     return out
 
 
+@dataclass(frozen=True)
+class ProgramSpec:
+    """What ``CompiledProgram`` reads from a ``loop.program`` and its kernels, as
+    plain data (``backend.program_cache`` stores it, so a warm start needs no
+    Loop IR): the signature, the symbols in the C entry's order, the
+    temporaries, the io slots in order (kind, name, tile: a packed weight has
+    a tile), the requirements (expression, message), the ``loop.check``
+    messages by (kernel, code) and the kernel of each launch."""
+
+    signature: Signature
+    symbols: tuple[str, ...]
+    temps: tuple[TempBuffer, ...]
+    io: tuple[tuple[str, str, int | None], ...]
+    requirements: tuple[tuple[Expr, str], ...]
+    checks: tuple[tuple[str, int, str], ...]
+    launches: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+
+def program_spec(module: ModuleOp, name: str | None = None) -> ProgramSpec:
+    """The ``ProgramSpec`` of the (one, or the named) ``loop.program`` of ``module``."""
+    program = find_program(module, name)
+    return ProgramSpec(
+        signature=program_signature(program),
+        symbols=program.symbols,
+        temps=tuple(temp_buffers(program)),
+        io=tuple((b.kind.data, b.buffer_name.data, None if b.tile is None else b.tile.data)
+                 for b in program.buffers() if b.buffer_name is not None),
+        requirements=tuple((r.expr.data, r.message.data) for r in program.requirements()),
+        checks=tuple((k, code, m) for (k, code), m in _check_messages(module).items()),
+        launches=tuple(launch.kernel_name for launch in program.launches()),
+    )
+
+
 def plan_value(n: int) -> int:
     """``n`` rounded up to three significant bits (8, 9, ..., 15, 16, 18, ..., 28, 32,
     36, ...): a plan for the rounded value serves every value up to it, at most
@@ -144,39 +181,63 @@ class CompiledProgram:
     gcc's time (``library.compile_seconds``) the constructor records
     ``weights_seconds`` (binding the weights and packing the copies
     ``sched.pack`` asked for) and ``load_seconds`` (the rest: finding the
-    library in the cache, verifying and opening it, reading the program)."""
+    library in the cache, verifying and opening it, reading the program).
+
+    What runs a call is the ``ProgramSpec`` (``spec``) read from the module;
+    ``from_spec`` builds the program from a stored spec alone (the program
+    cache's warm start), and its ``program`` (the Loop IR) is then rebuilt
+    only when asked for."""
 
     def __init__(self, module: ModuleOp, source: str, weights: Mapping[str, np.ndarray], *,
                  name: str | None = None, sanitize: bool | None = None) -> None:
         start = time.perf_counter()
-        self.program = find_program(module, name)
-        self.signature = program_signature(self.program)
+        self._program: loop.ProgramOp | None = find_program(module, name)
+        self._rebuild: Callable[[], ModuleOp] | None = None
+        self._setup(program_spec(module, name), source, weights, sanitize, start)
+
+    @classmethod
+    def from_spec(cls, spec: ProgramSpec, source: str, weights: Mapping[str, np.ndarray], *,
+                  module: Callable[[], ModuleOp],
+                  sanitize: bool | None = None) -> CompiledProgram:
+        """The program ``spec`` describes, without its Loop IR: ``module`` rebuilds
+        the module ``source`` was printed from, called the first time ``program``
+        is asked for (``program_cache``'s warm start)."""
+        start = time.perf_counter()
+        self = cls.__new__(cls)
+        self._program = None
+        self._rebuild = module
+        self._setup(spec, source, weights, sanitize, start)
+        return self
+
+    def _setup(self, spec: ProgramSpec, source: str, weights: Mapping[str, np.ndarray],
+               sanitize: bool | None, start: float) -> None:
+        self.spec = spec
+        self.signature = spec.signature
         self.source = source
         self.library: CompiledLibrary = compile_library(self.source, sanitize=sanitize)
         self._lib = self.library.load()
-        entry = getattr(self._lib, f"nc_run_{self.program.sym_name.data}")
+        entry = getattr(self._lib, f"nc_run_{spec.name}")
         entry.restype = ctypes.c_int32
         entry.argtypes = [ctypes.c_void_p] * 4
         self._entry = entry
-        profile = getattr(self._lib, f"nc_profile_{self.program.sym_name.data}")
+        profile = getattr(self._lib, f"nc_profile_{spec.name}")
         profile.restype = ctypes.c_int32
         profile.argtypes = [ctypes.c_void_p] * 5
         self._profile_entry = profile
-        self._symbols = self.program.symbols
-        self._temps = temp_buffers(self.program)
+        self._symbols = spec.symbols
+        self._temps = list(spec.temps)
         self._monotone = all(t.size.provably_nonnegative() for t in self._temps)
         self._plans: dict[tuple[int, ...], ArenaPlan] = {}
         self._arena = np.zeros(0, np.uint8)
         self._lock = threading.Lock()  # one arena: calls from several threads take turns
-        self._checks = _check_messages(module)
-        self._requirements = self.program.requirements()
+        self._checks = {(kernel, code): message for kernel, code, message in spec.checks}
+        self._requirements = spec.requirements
         weights_start = time.perf_counter()
         self._weights = self._bind_weights(weights)
         self._packed = self._pack_weights()
         self.weights_seconds = time.perf_counter() - weights_start
-        self._io_order = [(b.kind.data, b.buffer_name.data if b.tile is None
-                           else (b.buffer_name.data, b.tile.data))
-                          for b in self.program.buffers() if b.buffer_name is not None]
+        self._io_order = [(kind, bname if tile is None else (bname, tile))
+                          for kind, bname, tile in spec.io]
         # The io pointer array's template: weight and packed slots are filled
         # here, once (the arrays stay referenced by self); each call copies it
         # and fills in its inputs and outputs.
@@ -193,6 +254,14 @@ class CompiledProgram:
         self.load_seconds = (time.perf_counter() - start - self.weights_seconds
                              - self.library.compile_seconds)
 
+    @property
+    def program(self) -> loop.ProgramOp:
+        """The ``loop.program`` (from a warm start: rebuilt on first use)."""
+        if self._program is None:
+            assert self._rebuild is not None
+            self._program = find_program(self._rebuild(), self.spec.name)
+        return self._program
+
     def _bind_weights(self, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         bound = {}
         for wname, spec in self.signature.weights:
@@ -208,12 +277,10 @@ class CompiledProgram:
     def _pack_weights(self) -> dict[tuple[str, int], np.ndarray]:
         """The packed copies (``sched.pack``): ``[N, K]`` as ``[N / T, K, T]``."""
         packed = {}
-        for buf in self.program.buffers():
-            if buf.kind.data != "packed":
+        for kind, name, tile in self.spec.io:
+            if kind != "packed":
                 continue
-            assert buf.buffer_name is not None
-            assert buf.tile is not None
-            name, tile = buf.buffer_name.data, buf.tile.data
+            assert tile is not None
             weight = self._weights[name]
             n, k = weight.shape
             packed[(name, tile)] = np.ascontiguousarray(
@@ -245,7 +312,7 @@ class CompiledProgram:
 
     @property
     def launches(self) -> int:
-        return len(self.program.launches())
+        return len(self.spec.launches)
 
     def plan(self, bindings: Mapping[str, int]) -> ArenaPlan:
         """The arena plan used for these symbol values."""
@@ -273,8 +340,7 @@ class CompiledProgram:
         """Run once through the profiling entry: outputs, and (kernel, ns) per launch."""
         ns = np.zeros(max(1, self.launches), np.int64)
         outputs = self._call(inputs, ns)
-        names = [launch.kernel_name for launch in self.program.launches()]
-        return outputs, list(zip(names, (int(v) for v in ns), strict=False))
+        return outputs, list(zip(self.spec.launches, (int(v) for v in ns), strict=False))
 
     def _call(self, inputs: Mapping[str, np.ndarray],
               ns: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -315,21 +381,21 @@ class CompiledProgram:
         return outputs
 
     def _check_requirements(self, bindings: Mapping[str, int]) -> None:
-        for req in self._requirements:
-            if req.expr.data.evaluate(bindings) < 0:
-                raise ArgumentError(self._requirement_message(req, bindings))
+        for expr, message in self._requirements:
+            if expr.evaluate(bindings) < 0:
+                raise ArgumentError(self._requirement_message(message, bindings))
 
-    def _requirement_message(self, req: loop.RequireOp, bindings: Mapping[str, int]) -> str:
+    def _requirement_message(self, message: str, bindings: Mapping[str, int]) -> str:
         bound = ", ".join(f"{k}={v}" for k, v in sorted(bindings.items()))
-        return f"@{self.signature.name}: {req.message.data} (with {bound})"
+        return f"@{self.signature.name}: {message} (with {bound})"
 
     def _error(self, rc: int) -> Exception:
         if rc < 0:  # a requirement the C entry checked (the runtime checks first)
             return ArgumentError(f"@{self.signature.name}: "
-                                 f"{self._requirements[-rc - 1].message.data}")
+                                 f"{self._requirements[-rc - 1][1]}")
         step, code = divmod(rc, 256)
-        launches = self.program.launches()
-        kernel = launches[step].kernel_name if 0 <= step < len(launches) else "?"
+        launches = self.spec.launches
+        kernel = launches[step] if 0 <= step < len(launches) else "?"
         message = self._checks.get((kernel, code), f"error code {code}")
         return KernelError(f"kernel @{kernel} (launch {step}): {message}")
 

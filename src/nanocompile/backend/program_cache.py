@@ -1,0 +1,203 @@
+"""The program cache: a warm start without lowering, scheduling or C emission.
+
+A compile's result besides the shared library is plain data: the C source and
+what the runtime reads from the Loop IR (``runtime.ProgramSpec``). This cache
+stores both in one JSON file per key, next to the libraries of the gcc cache
+(``gcc.default_cache_dir()``)::
+
+    <cache>/<key[:2]>/<key>.program.json
+
+The key (``program_key``) hashes everything the result depends on: the graph
+as printed, the compile options, the arch the schedules are chosen for, the
+CPU (``gcc.cpu_identity``) and the compiler itself (every ``.py`` file of the
+``nanocompile`` package, ``compiler_source_hash``). gcc's own key is computed
+from the stored source when the library is looked up, as on a cold start.
+
+The file holds ``{"key", "sha256", "payload"}``: an entry verifies only if it
+parses, names its own key and its payload hashes to ``sha256``. Anything else
+(missing, truncated, bit-flipped, another key's file, a payload of the wrong
+shape) is a miss: the bad file is deleted and the caller runs the full
+pipeline and stores a new entry. Entries are written into a temporary
+directory of the key's directory (``.tmp-program-<pid>-*``, swept by
+``gcc.remove_stale_builds`` like gcc's) and installed by ``os.replace``, so a
+reader sees a whole file or none; two writers of one key write the same bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from nanocompile.backend.gcc import (
+    TMP_PREFIX,
+    cpu_identity,
+    default_cache_dir,
+    remove_stale_builds,
+)
+from nanocompile.backend.runtime import ProgramSpec, TempBuffer
+from nanocompile.dialects.graph.signature import Signature
+from nanocompile.ir.shapes import TensorSpec
+from nanocompile.ir.symbolic import Expr, parse_expr
+
+PROGRAM_KEY_VERSION = 1  # bump when the entry's layout or the key's contents change
+SUFFIX = ".program.json"
+
+
+class EntryError(ValueError):
+    """A cache entry that does not hold a well-formed program."""
+
+
+@functools.cache
+def compiler_source_hash() -> str:
+    """sha256 over the path and bytes of every ``.py`` file of the package, once
+    per process: any change to the compiler changes every key."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def program_key(graph_text: str, *, fuse: bool, schedule: bool, arch: str) -> str:
+    """sha256 over the graph's text, the options, the arch (the resolved one, as
+    text: ``repr`` of ``targets.arch.Arch``), the CPU and the compiler."""
+    parts = [PROGRAM_KEY_VERSION, hashlib.sha256(graph_text.encode()).hexdigest(),
+             fuse, schedule, arch, cpu_identity(), compiler_source_hash()]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def entry_path(key: str, cache_dir: Path | None = None) -> Path:
+    """Where the entry of ``key`` lives."""
+    root = default_cache_dir() if cache_dir is None else Path(cache_dir)
+    return root / key[:2] / f"{key}{SUFFIX}"
+
+
+def load_entry(key: str, cache_dir: Path | None = None) -> tuple[ProgramSpec, str] | None:
+    """The program and C source stored under ``key``, or None (missing or bad:
+    a bad entry is deleted)."""
+    path = entry_path(key, cache_dir)
+    try:
+        data = path.read_bytes()
+    except OSError:  # missing, or a directory where the file should be
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        return None
+    try:
+        document = json.loads(data)
+        if not isinstance(document, dict) or document.get("key") != key:
+            raise EntryError("not this key's entry")
+        payload = document["payload"]
+        if document.get("sha256") != _digest(payload):
+            raise EntryError("the payload does not match its hash")
+        return _spec(payload), _str(payload["source"])
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        path.unlink(missing_ok=True)
+        return None
+
+
+def store_entry(key: str, spec: ProgramSpec, source: str, cache_dir: Path | None = None) -> Path:
+    """Write the entry of ``key`` atomically; its path."""
+    path = entry_path(key, cache_dir)
+    _make_directory(path.parent)
+    remove_stale_builds(path.parent.parent)
+    payload = _payload(spec, source)
+    document = {"key": key, "sha256": _digest(payload), "payload": payload}
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}program-{os.getpid()}-", dir=path.parent))
+    try:
+        staged = tmp / path.name
+        staged.write_text(json.dumps(document))
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        os.replace(staged, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def _make_directory(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a file where the directory goes
+        path.unlink(missing_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
+
+
+def _digest(payload: object) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------
+# ProgramSpec <-> JSON
+
+
+def _payload(spec: ProgramSpec, source: str) -> dict[str, Any]:
+    def specs(named: tuple[tuple[str, TensorSpec], ...]) -> list[Any]:
+        return [[n, s.dtype, [str(d) for d in s.shape]] for n, s in named]
+
+    sig = spec.signature
+    return {
+        "name": sig.name,
+        "inputs": specs(sig.inputs),
+        "weights": specs(sig.weights),
+        "outputs": specs(sig.outputs),
+        "symbols": list(spec.symbols),
+        "temps": [[str(t.size), t.first, t.last] for t in spec.temps],
+        "io": [list(slot) for slot in spec.io],
+        "requirements": [[str(e), m] for e, m in spec.requirements],
+        "checks": [list(c) for c in spec.checks],
+        "launches": list(spec.launches),
+        "source": source,
+    }
+
+
+def _spec(p: dict[str, Any]) -> ProgramSpec:
+    def specs(items: list[Any]) -> tuple[tuple[str, TensorSpec], ...]:
+        return tuple((_str(n), TensorSpec(_str(dt), tuple(_expr(d) for d in _list(dims))))
+                     for n, dt, dims in _list(items))
+
+    signature = Signature(_str(p["name"]), specs(p["inputs"]), specs(p["weights"]),
+                          specs(p["outputs"]))
+    return ProgramSpec(
+        signature=signature,
+        symbols=tuple(_str(s) for s in _list(p["symbols"])),
+        temps=tuple(TempBuffer(_expr(size), _int(first), _int(last))
+                    for size, first, last in _list(p["temps"])),
+        io=tuple((_str(kind), _str(name), None if tile is None else _int(tile))
+                 for kind, name, tile in _list(p["io"])),
+        requirements=tuple((_expr(e), _str(m)) for e, m in _list(p["requirements"])),
+        checks=tuple((_str(k), _int(code), _str(m)) for k, code, m in _list(p["checks"])),
+        launches=tuple(_str(k) for k in _list(p["launches"])),
+    )
+
+
+def _expr(text: object) -> Expr:
+    """An ``Expr`` from the text ``str`` printed; it must print back the same."""
+    expr = parse_expr(_str(text))
+    if str(expr) != text:
+        raise EntryError(f"expression {text!r} does not round-trip")
+    return expr
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise EntryError(f"expected a string, got {value!r}")
+    return value
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EntryError(f"expected an int, got {value!r}")
+    return value
+
+
+def _list(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise EntryError(f"expected a list, got {value!r}")
+    return value
