@@ -9,13 +9,20 @@ logits. Timing, thread limits and statistics live in :mod:`bench.run`.
 interp          nanocompile's graph interpreter (NumPy per primitive, unfused)
 c-phase2        nanocompile's generated C, one kernel per primitive (fuse=False)
 c-phase3        nanocompile's generated C after the fuse pass (fuse=True)
-c-phase4        fused C with the default schedules: packed weights, AVX2 register
-                tiles, the persistent pool (schedule=True; threads per slot)
+c-phase4        fused C with the default schedules (schedule=True): f32 weights
+                widened at load, register tiles in the widest vectors the CPU has
+                (``targets.arch.host_arch``), W rows read in place (no packed
+                copies), the persistent pool (threads per slot)
+c-bf16          the same, compiled from the bf16-weight graph and bound to the
+                snapshot's mapped bf16 tensors (``SnapshotWeights(snap, "bf16")``,
+                zero-copy): 2 bytes per weight read, widened in registers, the
+                same bits as c-phase4
 torch           transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
 torch-compile   the same model with its forward under ``torch.compile``
                 (:mod:`bench.torch_compile_engine`)
 numpy           the hand-written NumPy engine (:mod:`bench.numpy_engine`)
 llama-f32       llama.cpp on the F32 GGUF of the snapshot, f32 KV cache
+llama-bf16      llama.cpp on the BF16 GGUF of the snapshot, f32 KV cache (c-bf16's peer)
 llama-q8_0      llama.cpp on that GGUF quantized to Q8_0 (:mod:`bench.llama_engine`)
 nanoinfer-f32   nanoinfer's f32 engine, from a checkout (:mod:`bench.nanoinfer_engine`)
 nanoinfer-int8  nanoinfer's int8 engine (its entry point named by ``NANOINFER_INT8``)
@@ -38,7 +45,8 @@ same arithmetic everywhere; llama.cpp computes only the last position's logits.
 
 Work counters come from the IR (``nanocompile.analysis.work.count_work``): kernel
 launches and the exact bytes polynomial of the unfused (phase 2) and fused
-(phase 3) loop programs. FLOPs are counted from the config: matmul FLOPs
+(phase 3) loop programs, and of the fused bf16-weight program (c-bf16's; 2
+bytes per bf16 weight element). FLOPs are counted from the config: matmul FLOPs
 only (2 per multiply-add; the 7 projections per token, causal attention
 scores and context, the LM head on one row); elementwise work is left out
 (< 0.1 % of it).
@@ -60,9 +68,9 @@ from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
 
 NANOINFER_ENGINE_NAMES: tuple[str, ...] = ("nanoinfer-f32", "nanoinfer-int8")
-ALL_ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "c-phase4", "torch",
-                                      "torch-compile", "numpy", "llama-f32", "llama-q8_0",
-                                      *NANOINFER_ENGINE_NAMES)
+ALL_ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "c-phase4", "c-bf16",
+                                      "torch", "torch-compile", "numpy", "llama-f32",
+                                      "llama-bf16", "llama-q8_0", *NANOINFER_ENGINE_NAMES)
 
 
 def default_engine_names() -> tuple[str, ...]:
@@ -179,7 +187,7 @@ def prefill_flops(config: Qwen2Config, seq: int) -> int:
 class Work:
     """Launches per step and the bytes polynomial of one loop program."""
 
-    program: str  # "unfused" (phase 2) or "fused" (phase 3)
+    program: str  # "unfused" (phase 2), "fused" (phase 3) or "fused-bf16" (bf16 weights)
     launches: int
     distinct_kernels: int
     bytes_moved: Any  # nanocompile.ir.symbolic.Expr in seq and past
@@ -200,15 +208,16 @@ class Work:
         }
 
 
-def count_program_work(graph: Any, *, fused: bool) -> Work:
-    """Count the loop program ``compile_program(graph, fuse=fused)`` builds."""
+def count_program_work(graph: Any, *, fused: bool, program: str | None = None) -> Work:
+    """Count the loop program ``compile_program(graph, fuse=fused)`` builds (named
+    ``program``; by default "fused" or "unfused")."""
     from nanocompile.analysis.work import count_work
     from nanocompile.compiler import CompileOptions, Pipeline
 
     loop_ir = Pipeline(graph, CompileOptions(fuse=fused)).module("loop")
     work = count_work(loop_ir)
-    return Work("fused" if fused else "unfused", work.launches, work.distinct_kernels,
-                work.bytes_moved)
+    name = program if program is not None else "fused" if fused else "unfused"
+    return Work(name, work.launches, work.distinct_kernels, work.bytes_moved)
 
 
 # --------------------------------------------------------------------------
@@ -267,13 +276,16 @@ class _TorchModel:
 
 @dataclass
 class Shared:
-    """What the engines share: the snapshot, widened weights and the last-only graph."""
+    """What the engines share: the snapshot, widened weights and the last-only graph
+    (and, for c-bf16, the mapped bf16 weights and the bf16-weight graph)."""
 
     snapshot: Snapshot
     compile_budget: float = 180.0  # seconds torch-compile may spend compiling, else skipped
     thread_counts: tuple[int, ...] = ()  # the run's thread counts (torch-compile compiles each)
     _weights: Any = None
     _graph: Any = None
+    _bf16_weights: Any = None
+    _bf16_graph: Any = None
     work: dict[str, Work] = field(default_factory=dict)
 
     @property
@@ -298,11 +310,49 @@ class Shared:
             self._graph = build_qwen2(self.config, Qwen2GraphOptions(last_only=True))
         return self._graph
 
+    def _require_bf16(self) -> None:
+        from nanocompile.inference.engine import default_weights
+
+        if default_weights(self.snapshot) != "bf16":
+            raise EngineUnavailable(f"{self.snapshot.path} stores no tensor in bf16")
+
+    @property
+    def bf16_weights(self) -> Any:
+        """``SnapshotWeights(snapshot, "bf16")``: zero-copy views of the mapped bf16
+        tensors (tensors stored otherwise widened to f32). ``EngineUnavailable`` when
+        the snapshot stores no bf16 tensor."""
+        if self._bf16_weights is None:
+            self._require_bf16()
+            from nanocompile.inference.engine import SnapshotWeights
+
+            self._bf16_weights = SnapshotWeights(self.snapshot, "bf16")
+        return self._bf16_weights
+
+    @property
+    def bf16_graph(self) -> Any:
+        """The last-only Qwen2 graph with bf16 weights (those the snapshot stores
+        otherwise stay f32: ``wide_weights``), built once."""
+        if self._bf16_graph is None:
+            self._require_bf16()
+            from nanocompile.inference.engine import wide_weights
+            from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
+
+            self._bf16_graph = build_qwen2(self.config, Qwen2GraphOptions(
+                last_only=True, weights="bf16", wide=wide_weights(self.snapshot)))
+        return self._bf16_graph
+
     def program_work(self, fused: bool) -> Work:
         """Work of the fused or unfused program (counted once)."""
         key = "fused" if fused else "unfused"
         if key not in self.work:
             self.work[key] = count_program_work(self.graph, fused=fused)
+        return self.work[key]
+
+    def bf16_work(self) -> Work:
+        """Work of the fused bf16-weight program (counted once)."""
+        key = "fused-bf16"
+        if key not in self.work:
+            self.work[key] = count_program_work(self.bf16_graph, fused=True, program=key)
         return self.work[key]
 
 
@@ -329,9 +379,14 @@ class _PooledModel(_CacheModel):
     """A compiled engine whose pool follows ``NANOCOMPILE_THREADS`` (the bench
     sets it per slot; the pool reads it only when the library loads)."""
 
-    def __init__(self, engine: Any, program: Any) -> None:
+    def __init__(self, engine: Any, program: Any, facts: dict[str, Any] | None = None) -> None:
         super().__init__(engine)
         self.program = program
+        self.facts = facts or {}
+
+    def details(self) -> dict[str, Any]:
+        """Facts for the record: the arch the schedules used and the weight format."""
+        return dict(self.facts)
 
     def new_state(self, capacity: int) -> Any:
         wanted = os.environ.get("NANOCOMPILE_THREADS")
@@ -340,7 +395,10 @@ class _PooledModel(_CacheModel):
         return super().new_state(capacity)
 
 
-def _build_c(fuse: bool, schedule: bool = False) -> Callable[[Shared], Model]:
+def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32"
+             ) -> Callable[[Shared], Model]:
+    """A builder of the C engine; ``weights="bf16"``: the bf16-weight graph bound to
+    the snapshot's mapped bf16 tensors (needs ``schedule``: c-bf16)."""
     def build(shared: Shared) -> Model:
         if shutil.which("gcc") is None:
             raise EngineUnavailable("no gcc on PATH")
@@ -348,11 +406,37 @@ def _build_c(fuse: bool, schedule: bool = False) -> Callable[[Shared], Model]:
         from nanocompile.compiler import compile_program
         from nanocompile.inference.engine import Engine
 
-        program = compile_program(shared.graph, shared.weights, fuse=fuse, schedule=schedule)
+        graph, bound = ((shared.bf16_graph, shared.bf16_weights) if weights == "bf16"
+                        else (shared.graph, shared.weights))
+        program = compile_program(graph, bound, fuse=fuse, schedule=schedule)
         engine = Engine(shared.config, CompiledBackend(program))
-        return _PooledModel(engine, program) if schedule else _CacheModel(engine)
+        if not schedule:
+            return _CacheModel(engine)
+        return _PooledModel(engine, program, {"arch": host_arch_name(), "weights": weights})
 
     return build
+
+
+def host_arch_name() -> str:
+    """The arch the default schedules pick here (``targets.arch.host_arch``:
+    ``NANOCOMPILE_ARCH`` or the widest the CPU runs); a bad override is named as such."""
+    from nanocompile.targets.arch import ArchError, host_arch
+
+    try:
+        return host_arch().name
+    except ArchError:
+        return "invalid NANOCOMPILE_ARCH"
+
+
+def _scheduled_description(weights: str) -> str:
+    arch = host_arch_name()
+    vectors = "scalar" if arch == "scalar" else f"{arch} register tiles"
+    if weights == "bf16":
+        held = "bf16 weights: the mapped snapshot tensors, widened in registers"
+    else:
+        held = "f32 weights widened at load"
+    return (f"nanocompile C, fused + default schedules ({held}, {vectors}, "
+            "no packed weight copies, thread pool)")
 
 
 def _build_torch(shared: Shared) -> _TorchModel:
@@ -404,6 +488,10 @@ def _fused(shared: Shared) -> Work:
     return shared.program_work(fused=True)
 
 
+def _fused_bf16(shared: Shared) -> Work:
+    return shared.bf16_work()
+
+
 ENGINES: dict[str, EngineSpec] = {
     "interp": EngineSpec("interp", "nanocompile graph interpreter (NumPy, unfused graph)",
                          _build_interp, _unfused, True),
@@ -411,8 +499,10 @@ ENGINES: dict[str, EngineSpec] = {
                            _build_c(False), _unfused, True),
     "c-phase3": EngineSpec("c-phase3", "nanocompile C, fused kernels",
                            _build_c(True), _fused, True),
-    "c-phase4": EngineSpec("c-phase4", "nanocompile C, fused + default schedules (AVX2, "
-                           "packed weights, thread pool)", _build_c(True, True), _fused, True),
+    "c-phase4": EngineSpec("c-phase4", _scheduled_description("f32"), _build_c(True, True),
+                           _fused, True),
+    "c-bf16": EngineSpec("c-bf16", _scheduled_description("bf16"),
+                         _build_c(True, True, "bf16"), _fused_bf16, True),
     "torch": EngineSpec("torch", "transformers Qwen2ForCausalLM f32 eager",
                         _build_torch, _fused, False),
     "torch-compile": EngineSpec("torch-compile", "transformers Qwen2ForCausalLM f32, forward "
@@ -421,9 +511,12 @@ ENGINES: dict[str, EngineSpec] = {
     "numpy": EngineSpec("numpy", "hand-written NumPy f32 engine (bench/numpy_engine.py)",
                         _build_numpy, _fused, False),
     # llama.cpp has no IR here: the fused f32 program's counters, which over-count
-    # the bytes the Q8_0 engine reads
+    # the bytes the Q8_0 engine reads; for BF16 the fused bf16 program's
     "llama-f32": EngineSpec("llama-f32", "llama.cpp (llama-cpp-python) F32 GGUF, f32 KV cache",
                             _build_llama("f32"), _fused, False),
+    "llama-bf16": EngineSpec("llama-bf16", "llama.cpp (llama-cpp-python) BF16 GGUF (norms and "
+                             "biases F32), f32 KV cache", _build_llama("bf16"), _fused_bf16,
+                             False),
     "llama-q8_0": EngineSpec("llama-q8_0", "llama.cpp (llama-cpp-python) Q8_0 GGUF, f16 KV "
                              "cache", _build_llama("q8_0"), _fused, False),
     # nanoinfer has no IR here either: the fused f32 program's counters

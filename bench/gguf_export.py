@@ -1,6 +1,6 @@
 """Write a llama.cpp GGUF from a nanocompile snapshot: ``python -m bench.gguf_export``.
 
-    python -m bench.gguf_export SNAPSHOT_DIR OUT.gguf [--q8_0] [--threads N]
+    python -m bench.gguf_export SNAPSHOT_DIR OUT.gguf [--bf16 | --q8_0] [--threads N]
 
 The GGUF is written here with the PyPI ``gguf`` package (``gguf.GGUFWriter``),
 not with llama.cpp's conversion scripts:
@@ -24,6 +24,13 @@ not with llama.cpp's conversion scripts:
   Tied embeddings: there is no ``output.weight``; llama.cpp reuses
   ``token_embd.weight`` as the LM head.
 
+``--bf16`` writes the BF16 GGUF instead (``general.file_type``
+``MOSTLY_BF16``): every matrix the snapshot stores in bf16 keeps its 16 bits
+(``GGMLQuantizationType.BF16``, copied, not converted); the 1-D tensors (norms,
+biases) and any tensor stored otherwise (f32, f16) are widened exactly to
+F32, as llama.cpp's own converter keeps 1-D tensors F32. The values are the
+snapshot's either way.
+
 ``--q8_0`` then quantizes that F32 file with llama.cpp's own quantizer through
 ``llama-cpp-python`` (``llama_model_quantize`` with ftype ``MOSTLY_Q8_0``).
 
@@ -39,7 +46,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +62,8 @@ TOKENIZER_MODEL = "gpt2"  # llama.cpp's name for byte-level BPE
 TOKENIZER_PRE = "qwen2"
 FTYPE_ALL_F32 = 0  # llama_ftype LLAMA_FTYPE_ALL_F32
 FTYPE_MOSTLY_Q8_0 = 7  # llama_ftype LLAMA_FTYPE_MOSTLY_Q8_0
+FTYPE_MOSTLY_BF16 = 32  # llama_ftype LLAMA_FTYPE_MOSTLY_BF16
+GGUF_WEIGHTS = ("f32", "bf16")  # what write_gguf writes
 QUANT_VERSION = 2  # general.quantization_version (GGML_QNT_VERSION)
 
 # token types (llama_token_type / gguf.TokenType)
@@ -203,10 +212,10 @@ def pad_token_id(directory: Path, vocab: Vocabulary) -> int | None:
 
 
 def add_metadata(writer: Any, config: Qwen2Config, vocab: Vocabulary, directory: Path,
-                 name: str) -> None:
+                 name: str, file_type: int = FTYPE_ALL_F32) -> None:
     """Every key llama.cpp's qwen2 loader and tokenizer read."""
     writer.add_name(name)
-    writer.add_file_type(FTYPE_ALL_F32)
+    writer.add_file_type(file_type)
     writer.add_quantization_version(QUANT_VERSION)
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
@@ -267,19 +276,32 @@ def _staged(out: Path, write: Callable[[Path], None]) -> Path:
     return out
 
 
-def _tensors(snapshot: Snapshot, plan: dict[str, str]) -> Iterator[tuple[str, np.ndarray]]:
-    for name, hf in plan.items():
-        yield name, np.ascontiguousarray(snapshot.f32(hf), dtype=np.float32)
+def keeps_bf16(snapshot: Snapshot, hf: str) -> bool:
+    """Whether the BF16 GGUF stores ``hf`` as BF16: a matrix the snapshot stores in
+    bf16. 1-D tensors (norms, biases) and tensors stored otherwise are widened to F32."""
+    return snapshot.dtype(hf) == "BF16" and len(snapshot.shape(hf)) >= 2
 
 
-def write_f32_gguf(snapshot_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                   tokenizer: dict[str, Any] | None = None, name: str | None = None) -> Path:
-    """Write the F32 GGUF of the snapshot in ``snapshot_dir`` to ``out``.
+def _tensor_data(snapshot: Snapshot, hf: str, bf16: bool) -> np.ndarray:
+    """The bytes written for ``hf``: its bf16 bits (``bf16``) or its exact f32 widening."""
+    if bf16:
+        return np.ascontiguousarray(snapshot.raw(hf), dtype=np.uint16)
+    return np.ascontiguousarray(snapshot.f32(hf), dtype=np.float32)
+
+
+def write_gguf(snapshot_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
+               weights: str = "f32", tokenizer: dict[str, Any] | None = None,
+               name: str | None = None) -> Path:
+    """Write the F32 (``weights="f32"``) or BF16 (``"bf16"``) GGUF of the snapshot in
+    ``snapshot_dir`` to ``out``.
 
     ``tokenizer`` is the parsed ``tokenizer.json``; by default the snapshot's.
     Tensors are streamed one at a time (header first, then each tensor widened
-    and written), so memory holds one tensor, not the model.
+    or copied and written), so memory holds one tensor, not the model.
     """
+    if weights not in GGUF_WEIGHTS:
+        raise GGUFExportError(f"weights must be one of {', '.join(GGUF_WEIGHTS)}, "
+                              f"got {weights!r}")
     gguf = _require_gguf()
     directory = Path(snapshot_dir)
     with Snapshot.open(directory) as snapshot:
@@ -291,25 +313,49 @@ def write_f32_gguf(snapshot_dir: str | os.PathLike[str], out: str | os.PathLike[
             tokenizer = _read_json(path)
         vocab = vocabulary(tokenizer, config.vocab_size)
         plan = tensor_plan(snapshot)
+        bf16 = {gname: weights == "bf16" and keeps_bf16(snapshot, hf)
+                for gname, hf in plan.items()}
+        if weights == "bf16" and not any(bf16.values()):
+            raise GGUFExportError(f"{directory}: the snapshot stores no matrix in bf16, "
+                                  "so a BF16 GGUF would be the F32 one")
+        file_type = FTYPE_MOSTLY_BF16 if weights == "bf16" else FTYPE_ALL_F32
 
         def write(partial: Path) -> None:
             writer = gguf.GGUFWriter(partial, ARCH)
             try:
                 add_metadata(writer, config, vocab, directory,
-                             name or directory.resolve().name)
+                             name or directory.resolve().name, file_type)
                 for gname, hf in plan.items():
                     shape = snapshot.shape(hf)
-                    writer.add_tensor_info(gname, shape, np.dtype(np.float32),
-                                           4 * int(np.prod(shape)))
+                    if bf16[gname]:
+                        writer.add_tensor_info(gname, shape, np.dtype(np.uint16),
+                                               2 * int(np.prod(shape)),
+                                               raw_dtype=gguf.GGMLQuantizationType.BF16)
+                    else:
+                        writer.add_tensor_info(gname, shape, np.dtype(np.float32),
+                                               4 * int(np.prod(shape)))
                 writer.write_header_to_file()
                 writer.write_kv_data_to_file()
                 writer.write_ti_data_to_file()
-                for _, data in _tensors(snapshot, plan):
-                    writer.write_tensor_data(data)
+                for gname, hf in plan.items():
+                    writer.write_tensor_data(_tensor_data(snapshot, hf, bf16[gname]))
             finally:
                 writer.close()
 
         return _staged(Path(out), write)
+
+
+def write_f32_gguf(snapshot_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                   tokenizer: dict[str, Any] | None = None, name: str | None = None) -> Path:
+    """Write the F32 GGUF of the snapshot in ``snapshot_dir`` to ``out`` (:func:`write_gguf`)."""
+    return write_gguf(snapshot_dir, out, weights="f32", tokenizer=tokenizer, name=name)
+
+
+def write_bf16_gguf(snapshot_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                    tokenizer: dict[str, Any] | None = None, name: str | None = None) -> Path:
+    """Write the BF16 GGUF of the snapshot in ``snapshot_dir`` to ``out``: its bf16
+    matrices as they are, the rest widened to F32 (:func:`write_gguf`)."""
+    return write_gguf(snapshot_dir, out, weights="bf16", tokenizer=tokenizer, name=name)
 
 
 # --------------------------------------------------------------------------
@@ -351,9 +397,14 @@ def quantize_q8_0(f32_gguf: str | os.PathLike[str], out: str | os.PathLike[str],
 
 def export(snapshot_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
            q8_0: bool = False, threads: int = 0, tokenizer: dict[str, Any] | None = None,
-           name: str | None = None) -> Path:
-    """The F32 GGUF at ``out``, or with ``q8_0`` its Q8_0 quantization (F32 as a temporary)."""
+           name: str | None = None, bf16: bool = False) -> Path:
+    """The F32 GGUF at ``out``; with ``bf16`` the BF16 one; with ``q8_0`` the F32 one's
+    Q8_0 quantization (F32 as a temporary)."""
     out = Path(out)
+    if bf16 and q8_0:
+        raise GGUFExportError("choose one of bf16 and q8_0")
+    if bf16:
+        return write_bf16_gguf(snapshot_dir, out, tokenizer=tokenizer, name=name)
     if not q8_0:
         return write_f32_gguf(snapshot_dir, out, tokenizer=tokenizer, name=name)
     _require_llama_cpp()  # fail before writing 2 GB
@@ -372,11 +423,15 @@ def export(snapshot_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench.gguf_export",
-        description="Write a llama.cpp GGUF (qwen2, F32 or Q8_0) from a nanocompile snapshot.")
+        description="Write a llama.cpp GGUF (qwen2, F32, BF16 or Q8_0) from a nanocompile "
+        "snapshot.")
     parser.add_argument("snapshot", metavar="SNAPSHOT_DIR", help="snapshot directory")
     parser.add_argument("out", metavar="OUT.gguf", help="the GGUF file to write")
-    parser.add_argument("--q8_0", action="store_true",
-                        help="quantize to Q8_0 with llama.cpp's quantizer (needs llama-cpp-python)")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--q8_0", action="store_true",
+                      help="quantize to Q8_0 with llama.cpp's quantizer (needs llama-cpp-python)")
+    kind.add_argument("--bf16", action="store_true",
+                      help="keep the snapshot's bf16 matrices as BF16 (norms and biases F32)")
     parser.add_argument("--threads", type=int, default=0,
                         help="quantizer threads (default: llama.cpp's choice)")
     return parser
@@ -389,7 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gguf_export: error: --threads must be >= 0", file=sys.stderr)
         return 1
     try:
-        path = export(args.snapshot, args.out, q8_0=args.q8_0, threads=args.threads)
+        path = export(args.snapshot, args.out, q8_0=args.q8_0, threads=args.threads,
+                      bf16=args.bf16)
     except (ValueError, OSError) as exc:  # GGUFExportError, SnapshotError, ConfigError, ...
         print(f"gguf_export: error: {exc}", file=sys.stderr)
         return 1
@@ -397,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gguf_export: interrupted", file=sys.stderr)
         return 130
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB, "
-          f"{'Q8_0' if args.q8_0 else 'F32'})")
+          f"{'Q8_0' if args.q8_0 else 'BF16' if args.bf16 else 'F32'})")
     return 0
 
 

@@ -1,11 +1,13 @@
 """llama.cpp as a bench peer, in-process through ``llama-cpp-python``.
 
-Two engines run on GGUFs written from the *same snapshot bytes* by
+Three engines run on GGUFs written from the *same snapshot bytes* by
 :mod:`bench.gguf_export`:
 
 =============  ==========================================================
 llama-f32      the F32 GGUF (weights exactly the snapshot's), f32 KV cache
-llama-q8_0     that GGUF quantized to Q8_0 by llama.cpp's own quantizer,
+llama-bf16     the BF16 GGUF (the snapshot's bf16 matrices as they are, norms
+               and biases F32), f32 KV cache: the peer of ``c-bf16``
+llama-q8_0     the F32 GGUF quantized to Q8_0 by llama.cpp's own quantizer,
                llama.cpp's default (f16) KV cache
 =============  ==========================================================
 
@@ -25,7 +27,8 @@ smoke model) gets the Qwen2 vocabulary nanocompile builds
 (:mod:`nanocompile.tokenizer.build`); the engine never uses the GGUF's tokenizer.
 
 The bench registers the engines in ``bench.engines.ENGINES`` ("llama-f32",
-"llama-q8_0"); their builders import this module and call :func:`build_model`.
+"llama-bf16", "llama-q8_0"); their builders import this module and call
+:func:`build_model`.
 
 Threads: ``n_threads`` (and ``n_threads_batch``) follow ``NANOCOMPILE_THREADS``,
 which the bench driver sets for every slot; it is re-read each step and
@@ -128,21 +131,31 @@ def _tokenizer_for(directory: Path) -> dict[str, Any] | None:
 
 def gguf_file(directory: Path, kind: str, *, log: Callable[[str], None] = print,
               cache: Path | None = None) -> Path:
-    """The cached ``kind`` ("f32" or "q8_0") GGUF of the snapshot in ``directory``.
+    """The cached ``kind`` ("f32", "bf16" or "q8_0") GGUF of the snapshot in ``directory``.
 
     Written on first use: the F32 file by :func:`bench.gguf_export.write_f32_gguf`,
-    the Q8_0 file from it by llama.cpp's quantizer (named for the
-    llama-cpp-python version that quantized it).
+    the BF16 one by :func:`bench.gguf_export.write_bf16_gguf`, the Q8_0 file from
+    the F32 one by llama.cpp's quantizer (named for the llama-cpp-python version
+    that quantized it).
     """
     from bench import gguf_export
     from bench.engines import cache_root
 
-    if kind not in ("f32", "q8_0"):
+    if kind not in ("f32", "bf16", "q8_0"):
         raise ValueError(f"unknown GGUF kind {kind!r}")
     if importlib.util.find_spec("gguf") is None:
         raise _unavailable(GGUF_NOT_INSTALLED)
     directory = Path(directory)
     folder = (cache or cache_root() / "gguf") / snapshot_key(directory)
+    if kind == "bf16":
+        bf16 = folder / "model-bf16.gguf"
+        if not bf16.is_file():
+            log(f"writing the BF16 GGUF of {directory} into {folder} (once)")
+            start = time.perf_counter()
+            gguf_export.write_bf16_gguf(directory, bf16, tokenizer=_tokenizer_for(directory),
+                                        name=directory.resolve().name)
+            log(f"  BF16 GGUF written in {time.perf_counter() - start:.1f} s")
+        return bf16
     f32 = folder / "model-f32.gguf"
     if not f32.is_file():
         log(f"writing the F32 GGUF of {directory} into {folder} (once)")
@@ -264,27 +277,29 @@ class LlamaCppModel:
 # bench registration
 
 
-ENGINE_KINDS: dict[str, str] = {"llama-f32": "f32", "llama-q8_0": "q8_0"}
+ENGINE_KINDS: dict[str, str] = {"llama-f32": "f32", "llama-bf16": "bf16", "llama-q8_0": "q8_0"}
+F32_CACHE_KINDS = ("f32", "bf16")  # like nanocompile's engines; Q8_0 keeps llama.cpp's f16
 
 
 def build_model(snapshot_dir: Path, kind: str) -> LlamaCppModel:
-    """The bench engine for the ``kind`` ("f32" or "q8_0") GGUF of a snapshot.
+    """The bench engine for the ``kind`` ("f32", "bf16" or "q8_0") GGUF of a snapshot.
 
     Raises ``EngineUnavailable`` without llama-cpp-python (checked before any
-    GGUF is written) or gguf. The F32 engine gets an f32 KV cache, the Q8_0
-    one llama.cpp's default (f16); threads follow ``NANOCOMPILE_THREADS``.
+    GGUF is written) or gguf. The F32 and BF16 engines get an f32 KV cache,
+    the Q8_0 one llama.cpp's default (f16); threads follow ``NANOCOMPILE_THREADS``.
     """
     require_llama_cpp()
     path = gguf_file(Path(snapshot_dir), kind)
-    return LlamaCppModel(path, f32_cache=(kind == "f32"))
+    return LlamaCppModel(path, f32_cache=kind in F32_CACHE_KINDS)
 
 
 def build_llama_engines() -> dict[str, Any]:
     """The llama.cpp entries of ``bench.engines.ENGINES``: ``{"llama-f32": EngineSpec, ...}``.
 
     Their builders call :func:`build_model`. llama.cpp has no IR here: the
-    work counters are nanocompile's fused f32 program's (``work_is_own``
-    False), which over-count the bytes Q8_0 reads.
+    work counters are nanocompile's fused program's (``work_is_own`` False:
+    the f32 one, which over-counts the bytes Q8_0 reads; for llama-bf16 the
+    bf16 one).
     """
     from bench.engines import ENGINES
 

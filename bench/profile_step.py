@@ -6,6 +6,11 @@ default schedules, and profiles one decode step and one prefill through
 step: the wall time of the whole ``Engine.forward`` call, the time inside
 kernels, and the rest (Python, ctypes, argument checks, the KV-cache copy),
 then the kernel time by kernel, largest first. Medians over ``--rounds``.
+
+``--weights bf16`` compiles the bf16-weight graph bound to the snapshot's
+mapped bf16 tensors (``SnapshotWeights(snap, "bf16")``), ``--weights f32``
+the graph of f32 weights widened at load; the default is the snapshot's
+format (``inference.engine.default_weights``: bf16 for a bf16 snapshot).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", type=int, default=16, help="prefill tokens (default 16)")
     parser.add_argument("--no-schedule", action="store_true",
                         help="profile the phase-3 program (no schedules)")
+    parser.add_argument("--weights", choices=["bf16", "f32"], default=None,
+                        help="weight format (default: the snapshot's, bf16 for a bf16 snapshot)")
 
 
 def _profiled_forward(engine: Any, program: Any, ids: list[int], cache: Any
@@ -56,23 +63,36 @@ def _profiled_forward(engine: Any, program: Any, ids: list[int], cache: Any
 
 
 def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
-                  schedule: bool) -> dict[str, Any]:
+                  schedule: bool, weights: str | None = None) -> dict[str, Any]:
+    """Profile ``rounds`` prefill and decode steps (``weights``: "bf16", "f32" or None,
+    the snapshot's format)."""
     from nanocompile.api import ensure_default_snapshot
     from nanocompile.backend.runtime import CompiledBackend
     from nanocompile.checkpoint.snapshot import Snapshot
     from nanocompile.compiler import compile_program
-    from nanocompile.inference.engine import Engine, F32Weights
+    from nanocompile.inference.engine import (
+        Engine,
+        SnapshotWeights,
+        default_weights,
+        wide_weights,
+    )
     from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
 
     directory = model if model is not None else ensure_default_snapshot()
     snap = Snapshot.open(directory)
-    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True))
-    print("bench profile: compiling ...", file=sys.stderr)
-    program = compile_program(graph, F32Weights(snap), schedule=schedule)
+    fmt = default_weights(snap) if weights is None else weights
+    if fmt == "bf16" and default_weights(snap) != "bf16":
+        raise BenchError(f"--weights bf16: {directory} stores no tensor in bf16 "
+                         "(use --weights f32)")
+    wide = wide_weights(snap) if fmt == "bf16" else frozenset()
+    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True, weights=fmt, wide=wide))
+    print(f"bench profile: compiling ({fmt} weights) ...", file=sys.stderr)
+    program = compile_program(graph, SnapshotWeights(snap, fmt), schedule=schedule)
     program.set_threads(threads)
     engine = Engine(snap.config, CompiledBackend(program))
     ids = [int(i) for i in np.random.default_rng(0).integers(100, 150_000, prompt)]
-    result: dict[str, Any] = {"threads": program.threads(), "schedule": schedule}
+    result: dict[str, Any] = {"threads": program.threads(), "schedule": schedule,
+                              "weights": fmt}
     per: dict[str, list[tuple[float, list[tuple[str, int]]]]] = {"prefill": [], "decode": []}
     for r in range(rounds + 1):  # round 0 warms up
         cache = engine.new_cache(prompt + 2)
@@ -107,8 +127,9 @@ def main(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.threads < 1 or args.prompt < 1:
         raise BenchError("--rounds, --threads and --prompt must be >= 1")
     result = profile_steps(args.model, args.threads, args.rounds, args.prompt,
-                           not args.no_schedule)
-    print(f"threads {result['threads']}, schedules {'on' if result['schedule'] else 'off'}")
+                           not args.no_schedule, args.weights)
+    print(f"threads {result['threads']}, schedules {'on' if result['schedule'] else 'off'}, "
+          f"{result['weights']} weights")
     for step in ("decode", "prefill"):
         r = result[step]
         outside = r["wall_ms"] - r["kernels_ms"]

@@ -53,6 +53,23 @@ about ``c-phase4``, judged per machine kind (``results.machine_kind``):
   moments, unpaired, the machine's load may differ), so it allows 5 % and
   says so.
 
+Goals of issue 17, "Must show" item 4 (:func:`evaluate_goals_issue17`), about
+``c-bf16`` (the scheduled C engine on the mapped bf16 weights), per thread
+count of the run, printed after issue 16's and stored in every record of the
+run (``goals_issue17``):
+
+* decode >= 1.8x faster than ``llama-f32``: the one-sided exact sign test over
+  the paired rounds counts a round when 1.8 x c-bf16's time is below
+  llama.cpp's (p <= ALPHA);
+* decode faster than ``llama-bf16`` (llama.cpp on the BF16 GGUF of the same
+  weights): the sign test of c-bf16's rounds against llama.cpp's (p <= ALPHA);
+* decode at >= 85 % of the bandwidth roofline for its bytes: (c-bf16's IR
+  bytes per decode step / read bandwidth at that thread count of the newest
+  clean probe record of this machine) / the median >= 0.85;
+* prefill at 128 tokens no slower than the f32 mode (``c-phase4``): at least
+  level, as issue 16's AVX2-only prefill goal: the sign test does not show
+  c-phase4 faster *and* c-bf16's median is no higher.
+
 A goal whose engines or thread counts are not in the run is reported as not
 judged, with the reason.
 """
@@ -103,6 +120,11 @@ GOAL_SECOND_THREAD = 1.7  # prefill speed-up, 1 -> 2 threads
 GOAL_DECODE_THREADS = 2
 GOAL_DECODE_ROOFLINE = 1.15  # decode ms/token <= this x (bytes per step / bandwidth)
 GOAL_DECODE_NO_SLOWER = 1.05  # cross-run: decode median <= this x the previous run's
+# Goals of issue 17, "Must show" item 4 (see the module doc).
+BF16_ENGINE = "c-bf16"
+LLAMA_BF16 = "llama-bf16"
+GOAL17_VS_LLAMA_F32 = 1.8  # decode: c-bf16 this many x faster than llama-f32
+GOAL17_ROOFLINE = 0.85  # decode: at >= this fraction of the bandwidth roofline
 
 
 def prefill_metric(prompt: int) -> str:
@@ -646,16 +668,18 @@ def evaluate_goals(measurements: list[dict[str, Any]], *, kind: str, threads: Se
     }
 
 
-def probe_bandwidth(path: Path = results.RESULTS_PATH) -> dict[str, Any] | None:
-    """Read bandwidth per thread count of this machine's newest clean probe record at
-    ``GOAL_DECODE_THREADS`` threads, ``{"gbs": {...}, "time": ...}``; None if none."""
+def probe_bandwidth(path: Path = results.RESULTS_PATH,
+                    threads: Sequence[int] = (GOAL_DECODE_THREADS,)) -> dict[str, Any] | None:
+    """Read bandwidth per thread count of this machine's newest probe record clean at
+    every count of ``threads`` (default ``GOAL_DECODE_THREADS``),
+    ``{"gbs": {...}, "time": ...}``; None if none."""
     try:
         records = results.load_records(path, kind="probe")
     except ValueError:
         return None
     from bench.probe import clean_limits
 
-    found = clean_limits(records, results.machine_facts()["id"], [GOAL_DECODE_THREADS], ())
+    found = clean_limits(records, results.machine_facts()["id"], list(threads), ())
     if found is None:
         return None
     return {"gbs": found["bandwidth_gbs"], "time": found["record"].get("time")}
@@ -710,6 +734,129 @@ def format_goals(goals: dict[str, Any]) -> str:
                      f"limit {g['limit']:g}x; previous run {prev['run_id']} at {prev['time']}, "
                      f"git {str(prev['git'])[:7]}, {where}; not paired, the load may differ)")
         lines.append(line)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# issue 17's goals
+
+
+def _missing(pairs: Sequence[tuple[str, Any]], what: str, threads: int) -> dict[str, Any]:
+    names = [e for e, m in pairs if m is None]
+    return _not_judged(f"no {what} of {' and '.join(names)} at {threads} "
+                       f"thread{'s' * (threads != 1)}")
+
+
+def _bf16_decode_faster(index: dict[tuple[str, int, str], dict[str, Any]], threads: int,
+                        peer: str, factor: float) -> dict[str, Any]:
+    nc = index.get((BF16_ENGINE, threads, DECODE))
+    other = index.get((peer, threads, DECODE))
+    if nc is None or other is None:
+        return _missing(((BF16_ENGINE, nc), (peer, other)), "decode", threads)
+    test = paired_factor_test(other["values"], nc["values"], factor)
+    return {"met": test.p_value <= ALPHA, "factor": factor, "peer": peer,
+            "median": nc["median"], "peer_median": other["median"],
+            "peer_over_bf16": other["median"] / nc["median"] if nc["median"] > 0 else 0.0,
+            "sign_test": test.as_dict()}
+
+
+def _bf16_roofline(index: dict[tuple[str, int, str], dict[str, Any]], threads: int,
+                   decode_bytes: int | None, bandwidth: dict[str, Any] | None) -> dict[str, Any]:
+    m = index.get((BF16_ENGINE, threads, DECODE))
+    if m is None or decode_bytes is None:
+        return _missing(((BF16_ENGINE, None),), "decode", threads)
+    if bandwidth is None or str(threads) not in bandwidth.get("gbs", {}):
+        return _not_judged(f"no clean probe record of this machine at {threads} "
+                           f"thread{'s' * (threads != 1)} (python -m bench probe)")
+    gbs = float(bandwidth["gbs"][str(threads)])
+    floor = 1e3 * decode_bytes / (gbs * 1e9)
+    fraction = floor / m["median"] if m["median"] > 0 else 0.0
+    return {"met": fraction >= GOAL17_ROOFLINE, "limit": GOAL17_ROOFLINE,
+            "median": m["median"], "floor_ms": floor, "fraction_of_roofline": fraction,
+            "bytes_per_step": decode_bytes, "bandwidth_gbs": gbs,
+            "probe_time": bandwidth.get("time")}
+
+
+def _bf16_prefill_level(index: dict[tuple[str, int, str], dict[str, Any]],
+                        threads: int) -> dict[str, Any]:
+    metric = prefill_metric(GOAL_PREFILL_TOKENS)
+    nc = index.get((BF16_ENGINE, threads, metric))
+    f32 = index.get((REFERENCE_ENGINE, threads, metric))
+    if nc is None or f32 is None:
+        return _missing(((BF16_ENGINE, nc), (REFERENCE_ENGINE, f32)), metric, threads)
+    f32_faster = stats.sign_test(f32["values"], nc["values"])
+    ratio = nc["median"] / f32["median"] if f32["median"] > 0 else float("inf")
+    return {"met": f32_faster.p_value > ALPHA and ratio <= 1.0, "median": nc["median"],
+            "f32_median": f32["median"], "bf16_over_f32": ratio,
+            "f32_faster": f32_faster.as_dict()}
+
+
+def evaluate_goals_issue17(measurements: list[dict[str, Any]], *, threads: Sequence[int],
+                           decode_bytes: int | None, bandwidth: dict[str, Any] | None
+                           ) -> dict[str, Any]:
+    """Issue 17's item-4 goals over one run's measurements (see the module doc).
+
+    ``decode_bytes`` is c-bf16's IR bytes per decode step; ``bandwidth``
+    ``{"gbs": {threads: GB/s}, "time": ...}`` from a clean probe record (None:
+    the roofline goals are not judged). Every goal, per thread count, has
+    ``met``: True, False, or None when it could not be judged (with a ``reason``).
+    """
+    index = {(m["engine"], m["threads"], m["metric"]): m for m in measurements}
+    return {
+        "engine": BF16_ENGINE, "prefill_tokens": GOAL_PREFILL_TOKENS, "alpha": ALPHA,
+        "decode_vs_llama_f32": {str(t): _bf16_decode_faster(index, t, LLAMA_F32,
+                                                            GOAL17_VS_LLAMA_F32)
+                                for t in threads},
+        "decode_vs_llama_bf16": {str(t): _bf16_decode_faster(index, t, LLAMA_BF16, 1.0)
+                                 for t in threads},
+        "decode_roofline": {str(t): _bf16_roofline(index, t, decode_bytes, bandwidth)
+                            for t in threads},
+        "prefill_vs_f32": {str(t): _bf16_prefill_level(index, t) for t in threads},
+    }
+
+
+GOAL17_TITLES = {
+    "decode_vs_llama_f32": f"decode >= {GOAL17_VS_LLAMA_F32:g}x faster than {LLAMA_F32}",
+    "decode_vs_llama_bf16": f"decode faster than {LLAMA_BF16}",
+    "decode_roofline": f"decode at >= {100 * GOAL17_ROOFLINE:.0f}% of the bandwidth roofline",
+    "prefill_vs_f32": f"prefill @{GOAL_PREFILL_TOKENS} no slower than {REFERENCE_ENGINE} "
+                      "(f32 weights)",
+}
+
+
+def _goal17_detail(key: str, g: dict[str, Any]) -> str:
+    if key in ("decode_vs_llama_f32", "decode_vs_llama_bf16"):
+        test = g["sign_test"]
+        beyond = f"{g['factor']:g}x faster" if g["factor"] != 1 else "faster"
+        return (f"medians {g['median']:.2f} vs {g['peer_median']:.2f} ms/token: "
+                f"{g['peer']}/{BF16_ENGINE} {g['peer_over_bf16']:.2f}x; {beyond} in "
+                f"{_p(test)}")
+    if key == "decode_roofline":
+        return (f"{g['median']:.2f} ms/token vs floor {g['floor_ms']:.2f} = "
+                f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, probe "
+                f"{g['probe_time']}: {100 * g['fraction_of_roofline']:.0f}%")
+    return (f"medians {g['median']:.2f} vs {g['f32_median']:.2f} ms/token: "
+            f"{BF16_ENGINE}/{REFERENCE_ENGINE} {g['bf16_over_f32']:.2f}x; {REFERENCE_ENGINE} "
+            f"faster in {_p(g['f32_faster'])}")
+
+
+def format_goals_issue17(goals: dict[str, Any]) -> str:
+    """Issue 17's item-4 goals, one line per goal and thread count, then the misses."""
+    lines = [f"issue 17 goals ({goals['engine']}; sign tests exact, one-sided, paired rounds, "
+             f"p <= {goals['alpha']}):"]
+    missed, judged, met = [], 0, 0
+    for key, title in GOAL17_TITLES.items():
+        for t, g in goals[key].items():
+            line = f"  {title}, {t} thr: {_met(g)}"
+            if g["met"] is not None:
+                judged += 1
+                met += bool(g["met"])
+                line += f" ({_goal17_detail(key, g)})"
+                if not g["met"]:
+                    missed.append(f"{title} at {t} thr")
+            lines.append(line)
+    lines.append(f"  issue 17: {met} of {judged} judged goals met"
+                 + (f"; missed: {'; '.join(missed)}" if missed else ""))
     return "\n".join(lines)
 
 
@@ -769,7 +916,7 @@ def _work_table(index: dict[tuple[str, int, str], dict[str, Any]], keys: list[tu
     long = prefill_metric(settings.prompt_tokens[-1])
     past = settings.prompt_tokens[0]
     lines = [f"work (IR, decode at past = {past}; * = the fused program's bytes, the engine "
-             "has no IR)",
+             "has no IR; with bf16 weights the bf16-weight program's)",
              f"{'engine':{NAME_WIDTH}} {'thr':>3} {'MB/step':>9} {'launches':>8} "
              f"{'decode GB/s':>11} "
              f"{'GFLOP/s@' + str(settings.prompt_tokens[-1]):>13} {'tokens agree':>13}"]
@@ -856,17 +1003,24 @@ def run_command(args: argparse.Namespace) -> int:
         previous=previous_decode(history, kind=kind, model_id=model["id"],
                                  decode_prompt=settings.prompt_tokens[0]),
         machine_id=facts["id"])
+    goals17 = evaluate_goals_issue17(
+        measurements, threads=settings.threads,
+        decode_bytes=next((b.work.decode_bytes(settings.prompt_tokens[0]) for b in built
+                           if b.name == BF16_ENGINE), None),
+        bandwidth=probe_bandwidth(threads=settings.threads))
     print()
     print(format_tables(measurements, built, settings, agree))
     print(f"\nload average: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end "
           f"({os.cpu_count()} CPUs); BLAS threads "
           f"{'set by threadpoolctl' if threads.controlled else 'NOT controlled'}")
     print(format_goals(goals))
+    print(format_goals_issue17(goals17))
     if settings.record:
         context = {"run_id": uuid.uuid4().hex[:12], "model": model,
                    "settings": settings.as_dict(), "agreement": agree,
                    "loadavg_start": load_start, "loadavg_end": load_end,
-                   "blas_threads_controlled": threads.controlled, "goals_issue16": goals}
+                   "blas_threads_controlled": threads.controlled, "goals_issue16": goals,
+                   "goals_issue17": goals17}
         n = write_records(measurements, built, settings, context, threads)
         print(f"appended {n} records to {settings.results_path}")
     return 0

@@ -83,6 +83,9 @@ def test_smoke_records_one_per_engine_thread_metric(smoke: tuple[Path, str]) -> 
         goals = record["payload"]["goals_issue16"]
         assert goals["machine_kind"] == record["machine"]["kind"]
         assert goals["second_thread"]["met"] is None  # smoke prompts: no 128-token prefill
+        goals17 = record["payload"]["goals_issue17"]
+        assert goals17["engine"] == "c-bf16"
+        assert goals17["prefill_vs_f32"]["1"]["met"] is None  # no 128-token prefill either
 
 
 def test_smoke_statistics_are_those_of_the_recorded_rounds(smoke: tuple[Path, str]) -> None:
@@ -124,14 +127,16 @@ def test_every_engine_generated_the_interpreters_tokens(smoke: tuple[Path, str])
         agree = record["payload"]["agreement"]
         assert agree["reference"] == "interp"
         assert agree["of"] == 4
-        if m["engine"] == "llama-q8_0":  # 8-bit weights: the first token at least
-            assert agree["leading_equal"] >= 1  # (4 of 4 on the tiny model, seed 0)
+        if m["engine"] in ("llama-q8_0", "llama-bf16"):  # 8-bit weights; bf16-rounded
+            assert agree["leading_equal"] >= 1  # activations: the first token at least (4 of 4
+            # on the tiny model, seed 0)
         else:
             assert agree["leading_equal"] == 4, m["engine"]
 
 
 def test_llama_engines_ran_or_were_skipped(smoke: tuple[Path, str]) -> None:
-    """With llama-cpp-python: both engines, F32 GGUF with an f32 KV cache; without: a skip."""
+    """With llama-cpp-python: the engines, F32 and BF16 GGUFs with an f32 KV cache; without:
+    a skip."""
     out = smoke[1]
     for name in LLAMA_ENGINES:
         assert (f"skipping {name}: {NOT_INSTALLED}" in out) != HAS_LLAMA
@@ -142,6 +147,8 @@ def test_llama_engines_ran_or_were_skipped(smoke: tuple[Path, str]) -> None:
     assert engine["llama-f32"]["kv_cache"] == "f32"
     assert engine["llama-q8_0"]["kv_cache"].startswith("f16")
     assert engine["llama-f32"]["gguf"].endswith("model-f32.gguf")
+    assert engine["llama-bf16"]["kv_cache"] == "f32"
+    assert engine["llama-bf16"]["gguf"].endswith("model-bf16.gguf")
     assert "q8_0" in engine["llama-q8_0"]["gguf"]
 
 
@@ -155,6 +162,7 @@ def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
     assert f"sign tests vs {REFERENCE_ENGINE}" in out
     assert "load average:" in out
     assert "issue 16 goals, machine kind" in out
+    assert "issue 17 goals (c-bf16;" in out
     assert f"appended {len(RAN) * 2 * 3} records" in out
 
 
@@ -168,8 +176,12 @@ def test_work_counters_are_the_irs(smoke: tuple[Path, str]) -> None:
     assert work["c-phase3"]["decode_bytes_per_step"] <= work["c-phase2"]["decode_bytes_per_step"]
     for peer in ("torch", "numpy", *(LLAMA_ENGINES if HAS_LLAMA else ())):
         assert work[peer]["own_ir"] is False
-        assert work[peer]["program"] == "fused"
+        assert work[peer]["program"] == ("fused-bf16" if peer == "llama-bf16" else "fused")
     assert work["c-phase3"]["own_ir"] is True
+    assert work["c-bf16"]["own_ir"] is True
+    assert work["c-bf16"]["program"] == "fused-bf16"
+    assert work["c-bf16"]["launches_per_step"] == work["c-phase4"]["launches_per_step"]
+    assert work["c-bf16"]["decode_bytes_per_step"] < work["c-phase4"]["decode_bytes_per_step"]
     for _, m in _measurements(smoke[0]):
         key = "gb_per_s" if m["metric"] == DECODE else "gflop_per_s"
         assert m[key] > 0
@@ -222,7 +234,7 @@ def test_llama_engines_are_skipped_without_llama_cpp(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(importlib.util, "find_spec", no_llama)
     monkeypatch.setenv("NANOCOMPILE_HOME", str(tmp_path / "home"))
     path = tmp_path / "r.jsonl"
-    code = bench.main(["run", "--smoke", "--engines", "llama-f32,numpy,llama-q8_0",
+    code = bench.main(["run", "--smoke", "--engines", "llama-f32,numpy,llama-bf16,llama-q8_0",
                        "--threads", "1", "--rounds", "1", "--decode-tokens", "2",
                        "--results", str(path)])
     out = capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""``bench run``'s issue-16 goals (item 4), judged on synthetic measurements.
+"""``bench run``'s issue-16 and issue-17 goals (item 4), judged on synthetic measurements.
 
 Each goal is checked met and missed, and not judged when its engines or
 thread counts are absent. The per-round values are made up; the expected
@@ -14,12 +14,16 @@ import pytest
 
 from bench import probe, results, stats
 from bench.run import (
+    BF16_ENGINE,
     DECODE,
     GOAL_DECODE_NO_SLOWER,
+    LLAMA_BF16,
     LLAMA_F32,
     REFERENCE_ENGINE,
     evaluate_goals,
+    evaluate_goals_issue17,
     format_goals,
+    format_goals_issue17,
     paired_factor_test,
     prefill_metric,
     previous_decode,
@@ -196,3 +200,104 @@ def test_the_machine_kind_is_recorded_and_does_not_change_the_machine_id() -> No
     ident = json.dumps([facts["cpu_model"], facts["logical_cpus"], mem_gib, facts["flags"]],
                        sort_keys=True)
     assert facts["id"] == hashlib.sha256(ident.encode()).hexdigest()[:12]
+
+
+# ---- issue 17's goals (item 4): c-bf16 ------------------------------------------------
+
+
+def _goals17(measurements: list[dict[str, Any]], threads: tuple[int, ...] = (1,),
+             decode_bytes: int | None = 1_000_000_000,
+             bandwidth: dict[str, Any] | None = None) -> dict[str, Any]:
+    return evaluate_goals_issue17(measurements, threads=threads, decode_bytes=decode_bytes,
+                                  bandwidth=bandwidth)
+
+
+def test_bf16_decode_needs_1_8x_over_llama_f32_in_the_sign_test() -> None:
+    bf16 = _m(BF16_ENGINE, 1, DECODE, [10.0] * 5)
+    met = _goals17([bf16, _m(LLAMA_F32, 1, DECODE, [18.5, 19.0, 18.1, 25.0, 18.2])])
+    g = met["decode_vs_llama_f32"]["1"]
+    assert g["met"] is True
+    assert g["factor"] == 1.8
+    assert g["sign_test"]["wins"] == 5
+    assert g["peer_over_bf16"] == pytest.approx(18.5 / 10.0)
+    # 1.75x faster in every round: faster, but not 1.8x: missed
+    missed = _goals17([bf16, _m(LLAMA_F32, 1, DECODE, [17.5] * 5)])
+    assert missed["decode_vs_llama_f32"]["1"]["met"] is False
+    text = format_goals_issue17(missed)
+    assert "decode >= 1.8x faster than llama-f32, 1 thr: NOT MET" in text
+    assert "missed: decode >= 1.8x faster than llama-f32 at 1 thr" in text
+    # 1.8 x 10.0 = 18.0 is a tie, not a win: 4 of 4 counted rounds is p = 1/16 > 0.05
+    tie = _goals17([bf16, _m(LLAMA_F32, 1, DECODE, [18.0, 19.0, 19.0, 19.0, 19.0])])
+    assert tie["decode_vs_llama_f32"]["1"]["sign_test"]["ties"] == 1
+    assert tie["decode_vs_llama_f32"]["1"]["met"] is False
+
+
+def test_bf16_decode_faster_than_llama_bf16() -> None:
+    bf16 = _m(BF16_ENGINE, 2, DECODE, [10.0, 11.0, 10.5, 10.2, 10.1])
+    met = _goals17([bf16, _m(LLAMA_BF16, 2, DECODE, [10.1, 11.1, 10.6, 10.3, 10.2])],
+                   threads=(2,))
+    g = met["decode_vs_llama_bf16"]["2"]
+    assert g["met"] is True
+    assert g["factor"] == 1.0
+    assert g["sign_test"]["p_value"] == pytest.approx(1 / 32)
+    # faster in 4 of 5 rounds only: p = 6/32, not shown
+    missed = _goals17([bf16, _m(LLAMA_BF16, 2, DECODE, [10.1, 11.1, 10.6, 10.3, 10.0])],
+                      threads=(2,))
+    assert missed["decode_vs_llama_bf16"]["2"]["met"] is False
+    assert missed["decode_vs_llama_bf16"]["2"]["sign_test"]["wins"] == 4
+
+
+def test_bf16_decode_roofline_at_85_percent() -> None:
+    bandwidth = {"gbs": {"1": 10.0, "2": 20.0}, "time": "t-probe"}  # 1 GB: 100 and 50 ms
+    met = _goals17([_m(BF16_ENGINE, 1, DECODE, [117.0, 110.0, 118.0]),
+                    _m(BF16_ENGINE, 2, DECODE, [60.0] * 3)], threads=(1, 2),
+                   bandwidth=bandwidth)
+    one, two = met["decode_roofline"]["1"], met["decode_roofline"]["2"]
+    assert one["floor_ms"] == pytest.approx(100.0)
+    assert one["fraction_of_roofline"] == pytest.approx(100.0 / 117.0)  # 85.5 %
+    assert one["met"] is True
+    assert two["floor_ms"] == pytest.approx(50.0)
+    assert two["met"] is False  # 50 / 60 = 83 %
+    text = format_goals_issue17(met)
+    assert "decode at >= 85% of the bandwidth roofline, 2 thr: NOT MET" in text
+    assert "60.00 ms/token vs floor 50.00 = 1.000 GB / 20.0 GB/s, probe t-probe: 83%" in text
+    no_probe = _goals17([_m(BF16_ENGINE, 1, DECODE, [90.0] * 3)])
+    assert no_probe["decode_roofline"]["1"]["met"] is None
+    assert "probe" in no_probe["decode_roofline"]["1"]["reason"]
+
+
+def test_bf16_prefill_no_slower_than_the_f32_mode() -> None:
+    f32 = _m(REFERENCE_ENGINE, 1, PREFILL, [2.0] * 5)
+    level = _goals17([f32, _m(BF16_ENGINE, 1, PREFILL, [1.9, 2.1, 1.9, 2.0, 1.8])])
+    g = level["prefill_vs_f32"]["1"]
+    assert g["met"] is True
+    assert g["bf16_over_f32"] == pytest.approx(1.9 / 2.0)
+    # slower in every round: shown slower
+    slower = _goals17([f32, _m(BF16_ENGINE, 1, PREFILL, [2.05] * 5)])
+    assert slower["prefill_vs_f32"]["1"]["met"] is False
+    assert slower["prefill_vs_f32"]["1"]["f32_faster"]["p_value"] == pytest.approx(1 / 32)
+    # slower in 3 of 5 rounds (not shown), but the median is higher: not level
+    behind = _goals17([f32, _m(BF16_ENGINE, 1, PREFILL, [2.1, 2.1, 2.1, 1.9, 1.9])])
+    assert behind["prefill_vs_f32"]["1"]["f32_faster"]["p_value"] > 0.05
+    assert behind["prefill_vs_f32"]["1"]["met"] is False
+
+
+def test_bf16_goals_without_their_engines_are_not_judged() -> None:
+    goals = _goals17([_m(BF16_ENGINE, 1, DECODE, [10.0] * 5)], decode_bytes=None)
+    for key in ("decode_vs_llama_f32", "decode_vs_llama_bf16", "decode_roofline",
+                "prefill_vs_f32"):
+        assert goals[key]["1"]["met"] is None, key
+    assert "llama-bf16" in goals["decode_vs_llama_bf16"]["1"]["reason"]
+    assert "c-phase4" in goals["prefill_vs_f32"]["1"]["reason"]
+    text = format_goals_issue17(goals)
+    assert "issue 17: 0 of 0 judged goals met" in text
+    assert text.count("not judged") == 4
+
+
+def test_bf16_goal_summary_counts_met_and_missed() -> None:
+    measurements = [_m(BF16_ENGINE, 1, DECODE, [10.0] * 5),
+                    _m(LLAMA_F32, 1, DECODE, [20.0] * 5),  # 2x: met
+                    _m(LLAMA_BF16, 1, DECODE, [9.0] * 5)]  # llama-bf16 faster: missed
+    text = format_goals_issue17(_goals17(measurements))
+    assert text.splitlines()[-1] == ("  issue 17: 1 of 2 judged goals met; missed: decode "
+                                     "faster than llama-bf16 at 1 thr")

@@ -271,3 +271,79 @@ def test_q8_0_without_llama_cpp_is_one_line(tiny_snapshot: Path, tmp_path: Path,
     err = _one_line_error([str(tiny_snapshot), str(out), "--q8_0"], capsys)
     assert "llama-cpp-python is not installed" in err
     assert list(tmp_path.iterdir()) == []  # nothing written, not even the F32 temporary
+
+
+# ---- the BF16 GGUF ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def exported_bf16(tiny_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The tiny snapshot's BF16 GGUF, written through the command line, read back."""
+    out = tmp_path_factory.mktemp("gguf-bf16") / "tiny-bf16.gguf"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert gguf_export.main([str(tiny_snapshot), str(out), "--bf16"]) == 0
+    assert printed.getvalue().startswith(f"wrote {out} (")
+    assert "BF16" in printed.getvalue()
+    assert [p.name for p in out.parent.iterdir()] == [out.name]
+    return Reader(out)
+
+
+def test_bf16_matrices_read_back_as_the_snapshots_bf16_bits(exported_bf16: Any,
+                                                             tiny_snapshot: Path) -> None:
+    """Matrices: BF16, the stored 16 bits exactly (those the bf16 engine binds);
+    norms and biases: F32, the bf16 bits in the high half (llama.cpp keeps 1-D F32)."""
+    from nanocompile.checkpoint.snapshot import Snapshot
+    from nanocompile.inference.engine import SnapshotWeights
+
+    layers = config_json(tiny_snapshot)["num_hidden_layers"]
+    names = expected_names(layers)
+    bound = SnapshotWeights(Snapshot.open(tiny_snapshot), "bf16")  # c-bf16's weights
+    kinds = {}
+    with SafetensorsFile.open(tiny_snapshot / "model.safetensors") as st:
+        assert sorted(t.name for t in exported_bf16.tensors) == sorted(names)
+        for tensor in exported_bf16.tensors:
+            hf = names[tensor.name]
+            want_shape = st.shape(hf)
+            bits = st.raw(hf)
+            assert bits.dtype == np.uint16
+            assert np.array_equal(bound[hf], bits), tensor.name
+            assert [int(d) for d in tensor.shape] == list(reversed(want_shape)), tensor.name
+            got = np.asarray(tensor.data)
+            kinds[tensor.name] = tensor.tensor_type
+            if len(want_shape) >= 2:
+                assert tensor.tensor_type == gguf.GGMLQuantizationType.BF16, tensor.name
+                # the reader hands BF16 back as its bytes, 2 per element
+                assert got.dtype == np.uint8
+                assert got.shape == (*want_shape[:-1], 2 * want_shape[-1])
+                assert np.array_equal(got.view("<u2"), bits), tensor.name
+            else:
+                assert tensor.tensor_type == gguf.GGMLQuantizationType.F32, tensor.name
+                assert got.dtype == np.float32
+                assert got.shape == want_shape
+                assert np.array_equal(got.view(np.uint32), bits.astype(np.uint32) << 16)
+            assert tensor.data_offset % 32 == 0, tensor.name
+    assert kinds["token_embd.weight"] == gguf.GGMLQuantizationType.BF16  # tied: the LM head
+    assert kinds["blk.0.attn_q.bias"] == gguf.GGMLQuantizationType.F32
+    assert kinds["output_norm.weight"] == gguf.GGMLQuantizationType.F32
+
+
+def test_bf16_file_type_and_the_f32_files_keys(exported_bf16: Any, exported: Any) -> None:
+    assert field(exported_bf16, "general.file_type") == 32  # LLAMA_FTYPE_MOSTLY_BF16
+    assert field(exported, "general.file_type") == 0  # LLAMA_FTYPE_ALL_F32
+    for key, value in exported.fields.items():  # every other key as the F32 file's
+        if key.startswith("general.file_type") or key.startswith("GGUF."):
+            continue
+        assert key in exported_bf16.fields, key
+        if key not in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges"):  # long; checked above
+            assert exported_bf16.fields[key].contents() == value.contents(), key
+
+
+def test_bf16_and_q8_0_are_exclusive(tiny_snapshot: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        gguf_export.main([str(tiny_snapshot), str(tmp_path / "x.gguf"), "--bf16", "--q8_0"])
+    assert "not allowed with" in capsys.readouterr().err
+    with pytest.raises(gguf_export.GGUFExportError, match="one of bf16 and q8_0"):
+        gguf_export.export(tiny_snapshot, tmp_path / "x.gguf", bf16=True, q8_0=True)
+    assert list(tmp_path.iterdir()) == []

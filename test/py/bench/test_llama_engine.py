@@ -44,7 +44,7 @@ def max_rel_diff(ours: np.ndarray, ref: np.ndarray) -> float:
 
 def test_specs_for_the_bench() -> None:
     specs = llama_engine.build_llama_engines()
-    assert list(specs) == ["llama-f32", "llama-q8_0"]
+    assert list(specs) == ["llama-f32", "llama-bf16", "llama-q8_0"]
     for name, spec in specs.items():
         assert spec.name == name
         assert spec.work_is_own is False  # no IR: the fused program's counters
@@ -214,6 +214,11 @@ def test_bench_engines_build_and_generate(tiny_snapshot: Path, monkeypatch: pyte
     gen = timed_generation(model, ids, 5)
     assert gen.tokens == tiny_nano.greedy(ids, 5)
     assert list((tmp_path / "gguf").glob("*/model-f32.gguf"))  # cached outside the repo
+    bf16 = llama_engine.build_llama_engines()["llama-bf16"].build(shared)
+    assert bf16.details()["kv_cache"] == "f32"  # type: ignore[attr-defined]
+    assert bf16.details()["gguf"].endswith("model-bf16.gguf")  # type: ignore[attr-defined]
+    # llama.cpp's BF16 dot products round the activations to bf16: the first token at least
+    assert timed_generation(bf16, ids, 5).tokens[0] == gen.tokens[0]
 
 
 # ---- the full-size model --------------------------------------------------------------
