@@ -41,6 +41,7 @@ from nanocompile.backend.gcc import (
     remove_stale_builds,
 )
 from nanocompile.backend.runtime import ProgramSpec, TempBuffer
+from nanocompile.checkpoint.jsonfile import parse_json
 from nanocompile.dialects.graph.signature import Signature
 from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr, parse_expr
@@ -90,7 +91,7 @@ def load_entry(key: str, cache_dir: Path | None = None) -> tuple[ProgramSpec, st
             shutil.rmtree(path, ignore_errors=True)
         return None
     try:
-        document = json.loads(data)
+        document = parse_json(data)  # a nesting bomb is a ValueError too
         if not isinstance(document, dict) or document.get("key") != key:
             raise EntryError("not this key's entry")
         payload = document["payload"]

@@ -186,6 +186,7 @@ DAMAGES: dict[str, Callable[[Path], object]] = {
     "empty": lambda e: e.write_bytes(b""),
     "bit-flip": _flip,
     "not-json": lambda e: e.write_bytes(b"\xff\xfe not json"),
+    "nested-too-deeply": lambda e: e.write_bytes(b"[" * 200_000),  # a RecursionError in json
     "wrong-hash": lambda e: _rewrite(e, lambda d: d.update(sha256="0" * 64), rehash=False),
     "payload-edited": lambda e: _rewrite(
         e, lambda d: d["payload"].update(launches=d["payload"]["launches"][:-1]), rehash=False),
