@@ -199,7 +199,12 @@ DAMAGES: dict[str, Callable[[Path], object]] = {
 }
 
 
-@pytest.mark.parametrize("damage", sorted(DAMAGES))
+# three kinds in the quick suite (the non-slow budget), every kind in the full one
+QUICK_DAMAGES = ("truncated", "wrong-hash", "nested-too-deeply")
+
+
+@pytest.mark.parametrize("damage", [
+    d if d in QUICK_DAMAGES else pytest.param(d, marks=pytest.mark.slow) for d in sorted(DAMAGES)])
 def test_damaged_entry_falls_back_and_is_replaced(
         fresh: Path, tiny: dict, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
     """A damaged entry is a miss: the pipeline runs, the program computes the
