@@ -108,6 +108,7 @@ def test_bad_weights_value_is_a_value_error(tiny_snapshot: Path, bad: object) ->
         load(tiny_snapshot, weights=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_cli_compile_prints_format_and_bytes(env: dict[str, str], tiny_snapshot: Path,
                                              models: tuple[Model, Model]) -> None:
     for flag, model in (([], models[0]), (["--weights", "f32"], models[1])):
@@ -121,6 +122,7 @@ def test_cli_compile_prints_format_and_bytes(env: dict[str, str], tiny_snapshot:
         assert f"{r['bytes_per_decode_step']:,}" in proc.stdout
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_cli_generate_with_f32_weights(env: dict[str, str], tiny_snapshot: Path,
                                        models: tuple[Model, Model]) -> None:
     proc = run(env, "generate", "Hello", "--model", tiny_snapshot, "--weights", "f32",
@@ -155,6 +157,7 @@ def test_cli_bf16_on_an_f32_snapshot_is_one_line(env: dict[str, str],
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_dump_bf16_program(env: dict[str, str]) -> None:
     """``dump --weights bf16``: the graph declares bf16 weights widened by casts,
     the C binds them as uint16; the default stays the f32 program."""

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from functools import cache
 
+import pytest
+
 from nanocompile.analysis.work import WorkCount, count_work
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.synth import synthetic_config
@@ -44,6 +46,7 @@ def fused_work(weights: str) -> WorkCount:
     return count_work(lower_to_loop(optimize_graph(graph)))
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_bf16_decode_bytes_polynomial() -> None:
     bf16 = fused_work("bf16").bytes_moved
     assert bf16 == parse_expr(

@@ -226,6 +226,7 @@ def test_damaged_entry_falls_back_and_is_replaced(
     assert not list(fresh.glob("??/.tmp-*")), "a temporary directory was left behind"
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_changes_miss_the_cache(fresh: Path, tiny: dict,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Each change to what the program depends on is its own entry: the graph

@@ -284,6 +284,7 @@ def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.mark.sanitize
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_primitives_under_sanitizers(kernel_cache: Path) -> None:
     """Every primitive (elementwise on f32/i64/i32/i8/bool, every cast, reductions on
     each axis, matmul 2-D/batched/transposed/weight, gather from four table dtypes

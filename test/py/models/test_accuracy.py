@@ -76,6 +76,7 @@ def tiny(tiny_snapshot: Path) -> Transformers:
     return Transformers(tiny_snapshot)
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 @pytest.mark.parametrize("key", ["fibonacci", *LONG_PROMPTS])
 def test_f64_reference_is_the_model(tiny: Transformers, key: str) -> None:
     ref = tiny

@@ -135,6 +135,7 @@ def test_tiny_model_bf16_is_bitwise_f32(tiny_snapshot: Path, arch: Arch) -> None
     assert "uint16_t *const b" in source  # weights bound as bf16
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_tiny_last_only_bf16_is_bitwise_f32(tiny_snapshot: Path) -> None:
     """The generation graph (last position only), host arch."""
     from nanocompile.targets.arch import host_arch
@@ -168,6 +169,7 @@ def _mixed_snapshot(source: Path, out: Path) -> tuple[Path, dict[str, str]]:
     return out, changed
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_snapshot_with_f32_and_f16_tensors(tiny_snapshot: Path, tmp_path: Path) -> None:
     """Tensors stored otherwise than bf16 stay f32 weights (widened); the rest
     are bf16; the logits are those of the f32 format."""
