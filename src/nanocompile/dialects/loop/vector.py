@@ -57,6 +57,34 @@ def _vector(value_type: Attribute, op: str) -> VectorType:
     return value_type
 
 
+def _print_unary(printer: Printer, operand: SSAValue, result: SSAValue) -> None:
+    """`` %x : T -> U``: a one-operand op that changes the type (splat, lanesum)."""
+    printer.print_string(" ")
+    printer.print_operand(operand)
+    printer.print_string(" : ")
+    printer.print_attribute(operand.type)
+    printer.print_string(" -> ")
+    printer.print_attribute(result.type)
+
+
+def _parse_unary(parser: Parser, vector_result: bool) -> tuple[SSAValue, Attribute]:
+    """The resolved operand and the result type of `` %x : T -> U``; the side
+    that is a vector (the result when ``vector_result``) must be a 1-d one."""
+    value = parser.parse_unresolved_operand()
+    parser.parse_punctuation(":")
+    types = []
+    for side in (False, True):
+        pos = parser.pos
+        t = parser.parse_type()
+        if side == vector_result and (not isinstance(t, VectorType)
+                                      or len(t.get_shape()) != 1):
+            parser.raise_error(f"expected a 1-d vector type, got {t}", pos, parser.pos)
+        types.append(t)
+        if not side:
+            parser.parse_punctuation("->")
+    return parser.resolve_operand(value, types[0]), types[1]
+
+
 @irdl_op_definition
 class SplatOp(IRDLOperation):
     """Every lane of the result is the scalar operand."""
@@ -76,25 +104,13 @@ class SplatOp(IRDLOperation):
                                   f"{vector}")
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_operand(self.input)
-        printer.print_string(" : ")
-        printer.print_attribute(self.input.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
+        _print_unary(printer, self.input, self.result)
 
     @classmethod
     def parse(cls, parser: Parser) -> SplatOp:
-        value = parser.parse_unresolved_operand()
-        parser.parse_punctuation(":")
-        scalar = parser.parse_type()
-        parser.parse_punctuation("->")
-        pos = parser.pos
-        vector = parser.parse_type()
-        if not isinstance(vector, VectorType) or len(vector.get_shape()) != 1:
-            parser.raise_error(f"expected a 1-d vector type, got {vector}", pos, parser.pos)
         # the vector type as written (the verifier rejects lanes the scalar cannot fill)
-        return cls.build(operands=[parser.resolve_operand(value, scalar)], result_types=[vector])
+        value, result = _parse_unary(parser, vector_result=True)
+        return cls.build(operands=[value], result_types=[result])
 
 
 @irdl_op_definition
@@ -218,24 +234,12 @@ class LaneSumOp(IRDLOperation):
                                   f"got {self.result.type}")
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_operand(self.input)
-        printer.print_string(" : ")
-        printer.print_attribute(self.input.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
+        _print_unary(printer, self.input, self.result)
 
     @classmethod
     def parse(cls, parser: Parser) -> LaneSumOp:
-        value = parser.parse_unresolved_operand()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        vector = parser.parse_type()
-        if not isinstance(vector, VectorType) or len(vector.get_shape()) != 1:
-            parser.raise_error(f"expected a 1-d vector type, got {vector}", pos, parser.pos)
-        parser.parse_punctuation("->")
-        result = parser.parse_type()
-        return cls.build(operands=[parser.resolve_operand(value, vector)], result_types=[result])
+        value, result = _parse_unary(parser, vector_result=False)
+        return cls.build(operands=[value], result_types=[result])
 
 
 VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, LaneSumOp]
