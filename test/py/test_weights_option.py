@@ -125,8 +125,9 @@ def test_cli_compile_prints_format_and_bytes(env: dict[str, str], tiny_snapshot:
 @pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_cli_generate_with_f32_weights(env: dict[str, str], tiny_snapshot: Path,
                                        models: tuple[Model, Model]) -> None:
+    # --greedy: the CLI samples at temperature 1 with a random seed by default
     proc = run(env, "generate", "Hello", "--model", tiny_snapshot, "--weights", "f32",
-               "--max-tokens", "5", "--ignore-eos")
+               "--max-tokens", "5", "--ignore-eos", "--greedy")
     assert proc.returncode == 0, proc.stderr
     want = models[0].generate("Hello", max_tokens=5, stop_at_eos=False).text
     assert proc.stdout == want + "\n"
