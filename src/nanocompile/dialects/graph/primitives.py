@@ -14,6 +14,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -45,12 +46,14 @@ from nanocompile.ir.symbolic import Expr, ExprLike
 # --------------------------------------------------------------------------
 
 # Property kinds: "int", "ints", "dim" are printed as `key = value`;
-# "name" (a string) and "expr" (a shape expression) are printed positionally.
+# "name" (a string) and "expr" (a shape expression) are printed positionally;
+# "str?" is an optional string, printed as `key = "value"` only when present.
 _POSITIONAL = ("name", "expr")
+_OPTIONAL = ("str?",)
 
 
 def _print_prop(printer: Printer, kind: str, attr: Attribute) -> None:
-    if kind == "name":
+    if kind in ("name", "str?"):
         assert isinstance(attr, StringAttr)
         printer.print_string_literal(attr.data)
     elif kind == "int":
@@ -65,7 +68,7 @@ def _print_prop(printer: Printer, kind: str, attr: Attribute) -> None:
 
 
 def _parse_prop(parser: Parser, kind: str) -> Attribute:
-    if kind == "name":
+    if kind in ("name", "str?"):
         return StringAttr(parser.parse_str_literal())
     if kind == "int":
         return IntAttr(parser.parse_integer(allow_boolean=False))
@@ -121,6 +124,8 @@ class GraphPrimitiveOp(IRDLOperation):
             printer.print_list(self.operands, printer.print_operand)
         keyword = []
         for name, kind in self.PROPS:
+            if kind in _OPTIONAL and name not in self.properties:
+                continue
             attr = self.properties[name]
             if kind in _POSITIONAL:
                 printer.print_string(" ")
@@ -147,10 +152,19 @@ class GraphPrimitiveOp(IRDLOperation):
         for name, kind in cls.PROPS:
             if kind in _POSITIONAL:
                 props[name] = _parse_prop(parser, kind)
-        for i, (name, kind) in enumerate(keyword):
-            if i:
-                parser.parse_punctuation(",")
-            parser.parse_keyword(name)
+        first = True
+        for name, kind in keyword:
+            if kind in _OPTIONAL:
+                comma = not first and parser.parse_optional_punctuation(",") is not None
+                if parser.parse_optional_keyword(name) is None:
+                    if comma:
+                        parser.raise_error(f"expected '{name}' after ','")
+                    continue
+            else:
+                if not first:
+                    parser.parse_punctuation(",")
+                parser.parse_keyword(name)
+            first = False
             parser.parse_punctuation("=")
             props[name] = _parse_prop(parser, kind)
         attrs = parser.parse_optional_attr_dict()
@@ -707,26 +721,55 @@ class ConcatOp(PurePrimitiveOp):
 # --------------------------------------------------------------------------
 
 
+MATMUL_ORDERS: dict[str, str] = {
+    "blocks32": "spec §5 kernel A's order: four 8-lane FMA chains over each block of 32 "
+                "k, leftover groups of 8 into the first, the tree (c0+c1)+(c2+c3), "
+                "v[i]+v[i+4], (s0+s1)+(s2+s3), then the last k mod 8 terms multiplied "
+                "and added in order",
+}
+"""The named reduction orders a ``graph.matmul`` may state (``order = "..."``).
+Without one, the sum over ``k`` is the compiler's default order (16 FMA
+chains and their halving tree, ``lowering/builder.py``'s ``MATMUL_LANES``)."""
+
+
 @irdl_op_definition
 class MatmulOp(PurePrimitiveOp):
     """``[..., M, K] x [..., K, N] -> [..., M, N]``, equal rank >= 2, float.
 
     ``%y = graph.matmul %x, %wt : (!graph.tensor<[seq, 896], f32>,
     !graph.tensor<[896, 128], f32>) -> !graph.tensor<[seq, 128], f32>``
+
+    ``order = "blocks32"`` (optional) fixes the order of the sum over ``k``
+    to one of ``MATMUL_ORDERS``: ``graph.matmul %x, %wt order = "blocks32" : ...``.
     """
 
     name = "graph.matmul"
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
+    order = opt_prop_def(StringAttr)
     ROLES: ClassVar[tuple[str, ...]] = ("lhs", "rhs")
+    PROPS: ClassVar[tuple[tuple[str, str], ...]] = (("order", "str?"),)
 
-    def __init__(self, lhs: SSAValue, rhs: SSAValue) -> None:
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, order: str | None = None) -> None:
         spec = shapes.matmul(("lhs", tensor_spec(lhs)), ("rhs", tensor_spec(rhs)))
-        super().__init__(operands=[lhs, rhs], result_types=[TensorType.from_spec(spec)])
+        props = {} if order is None else {"order": StringAttr(order)}
+        super().__init__(operands=[lhs, rhs], result_types=[TensorType.from_spec(spec)],
+                         properties=props)
+
+    @property
+    def order_name(self) -> str | None:
+        """The stated reduction order (a key of ``MATMUL_ORDERS``), or None: the default."""
+        return None if self.order is None else self.order.data
 
     def infer(self) -> TensorSpec:
         return shapes.matmul(*self.labeled_operands())
+
+    def verify_(self) -> None:
+        if self.order is not None and self.order.data not in MATMUL_ORDERS:
+            raise VerifyException(f"graph.matmul: unknown order \"{self.order.data}\", "
+                                  f"expected one of {', '.join(MATMUL_ORDERS)}")
+        super().verify_()
 
 
 @irdl_op_definition
