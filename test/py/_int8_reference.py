@@ -9,9 +9,8 @@ rows and output rows; the order of the f32 operations is spec §5's, step by ste
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import ArrayLike
-
 from _fma_reference import fma_f32
+from numpy.typing import ArrayLike
 
 BLOCK = 32  # columns per block of kernel A (four f32x8 accumulators)
 GROUP = 8  # lanes per accumulator

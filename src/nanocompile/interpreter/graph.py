@@ -5,6 +5,18 @@ against the graph's signature before anything runs, and every node's result
 is checked against the type the verifier inferred (evaluated with the run's
 symbol bindings; a 0-d result must stay 0-d). Keep this module unoptimized
 and obvious: every other backend is tested against it.
+
+A ``graph.matmul`` that states an order (``order = "blocks32"``, spec §5
+kernel A's) means that order exactly, in every mode (``exact.blocks32_matmul``).
+
+``exact=True`` (``run_graph``, ``InterpreterBackend``) computes what the
+generated C computes, bit for bit: every other matmul and every f32
+``reduce_sum`` in the compiler's default order (16 lanes and their halving
+tree, FMA chains for matmuls), and ``exp``, ``sin``, ``cos`` through the C
+library's ``expf``, ``sinf``, ``cosf`` (``interpreter/exact.py``). Everything
+else is exact in both modes (correctly rounded f32 operations, integers,
+movement). The default mode is the obvious NumPy call: NumPy's (BLAS's) order
+and NumPy's ``exp``.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from xdsl.ir import Operation, SSAValue
 
 from nanocompile.dialects import graph as g
 from nanocompile.dialects.graph.signature import ArgumentError, Signature, check_value
+from nanocompile.interpreter.exact import LIBM, blocks32_matmul, lanes_matmul, lanes_sum
 from nanocompile.ir.dtypes import bf16_bits_to_f32, numpy_dtype
 
 
@@ -84,6 +97,35 @@ def _cast(op: g.CastOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
         return x.astype(numpy_dtype(dst))
 
 
+def _matmul(op: g.MatmulOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
+    """The obvious ``np.matmul``, unless the op states its order."""
+    if op.order_name is None:
+        return np.matmul(args[0], args[1])
+    return _ordered_matmul(op, args)
+
+
+def _ordered_matmul(op: g.MatmulOp, args: list[np.ndarray]) -> np.ndarray:
+    if op.order_name == "blocks32":
+        return blocks32_matmul(args[0], args[1])
+    raise InterpreterError(f"graph.matmul: the interpreter has no semantics for order "
+                           f"\"{op.order_name}\"")
+
+
+def _exact_matmul(op: g.MatmulOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
+    """The stated order, or the compiler's default one (``lanes_matmul``)."""
+    if op.order_name is None:
+        return lanes_matmul(args[0], args[1])
+    return _ordered_matmul(op, args)
+
+
+def _exact_sum(op: g.ReduceSumOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
+    """f32 sums in the compiler's lanes order; integer sums wrap, in any order."""
+    (x,) = args
+    if x.dtype == np.float32:
+        return lanes_sum(x, op.axis.data)
+    return np.sum(x, axis=op.axis.data, keepdims=True, dtype=x.dtype)
+
+
 def _shape_of(op: Operation, b: Bindings) -> list[int]:
     return [d.evaluate(b) for d in g.tensor_type(op.results[0]).dims]
 
@@ -113,9 +155,20 @@ KERNELS: dict[type[Operation], Kernel] = {
     g.BroadcastOp: lambda op, a, b: np.broadcast_to(a[0], _shape_of(op, b)),
     g.SliceOp: _slice,
     g.ConcatOp: lambda op, a, b: np.concatenate(a, axis=op.axis.data),
-    g.MatmulOp: lambda op, a, b: np.matmul(a[0], a[1]),
+    g.MatmulOp: _matmul,
     g.GatherOp: _gather,
 }
+"""The semantics of each primitive: the obvious NumPy call."""
+
+EXACT_KERNELS: dict[type[Operation], Kernel] = {
+    **KERNELS,
+    g.MatmulOp: _exact_matmul,
+    g.ReduceSumOp: _exact_sum,
+    g.ExpOp: lambda op, a, b: LIBM["exp"](a[0]),
+    g.SinOp: lambda op, a, b: LIBM["sin"](a[0]),
+    g.CosOp: lambda op, a, b: LIBM["cos"](a[0]),
+}
+"""``exact=True``: the generated C's bits (see the module docstring)."""
 
 
 def find_graph(module: ModuleOp | g.GraphFuncOp, name: str | None = None) -> g.GraphFuncOp:
@@ -133,22 +186,29 @@ def find_graph(module: ModuleOp | g.GraphFuncOp, name: str | None = None) -> g.G
 
 
 def run_graph(module: ModuleOp | g.GraphFuncOp, inputs: Mapping[str, np.ndarray],
-              weights: Mapping[str, np.ndarray], *, name: str | None = None
-              ) -> dict[str, np.ndarray]:
-    """Evaluate a graph with NumPy; returns its outputs by name."""
+              weights: Mapping[str, np.ndarray], *, name: str | None = None,
+              exact: bool = False) -> dict[str, np.ndarray]:
+    """Evaluate a graph with NumPy; returns its outputs by name. ``exact``: the
+    compiled C's bits (``EXACT_KERNELS``, see the module docstring)."""
     func = find_graph(module, name)
     bindings = Signature.of(func).bind(inputs)
+    kernels = EXACT_KERNELS if exact else KERNELS
+    ops = list(func.body.block.ops)
+    last_use = {v: i for i, op in enumerate(ops) for v in op.operands}
     values: dict[SSAValue, np.ndarray] = {}
-    for op in func.body.block.ops:
+    for i, op in enumerate(ops):
         if isinstance(op, g.ReturnOp):
             return {n: np.asarray(values[v]) for n, v in zip(op.names, op.outputs, strict=True)}
-        values[op.results[0]] = _evaluate(op, values, inputs, weights, bindings)
+        values[op.results[0]] = _evaluate(op, values, inputs, weights, bindings, kernels)
+        for v in op.operands:  # a value no later op reads is dropped (its memory freed)
+            if last_use[v] == i:
+                values.pop(v, None)
     raise InterpreterError(f"graph.func @{func.sym_name.data} has no graph.return")
 
 
 def _evaluate(op: Operation, values: dict[SSAValue, np.ndarray],
               inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
-              bindings: Bindings) -> np.ndarray:
+              bindings: Bindings, kernels: Mapping[type[Operation], Kernel]) -> np.ndarray:
     spec = g.tensor_spec(op.results[0])
     if isinstance(op, g.InputOp):
         return inputs[op.arg_name.data]
@@ -159,8 +219,8 @@ def _evaluate(op: Operation, values: dict[SSAValue, np.ndarray],
         check_value(f"weight '{name}'", spec, weights[name], {})
         return weights[name]
     if isinstance(op, g.FusedOp):
-        return _run_region(op, [values[v] for v in op.operands], bindings)
-    kernel = KERNELS.get(type(op))
+        return _run_region(op, [values[v] for v in op.operands], bindings, kernels)
+    kernel = kernels.get(type(op))
     if kernel is None:
         raise InterpreterError(f"the interpreter has no semantics for {op.name}")
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -173,23 +233,26 @@ def _evaluate(op: Operation, values: dict[SSAValue, np.ndarray],
     return result
 
 
-def _run_region(op: g.FusedOp, args: list[np.ndarray], bindings: Bindings) -> np.ndarray:
+def _run_region(op: g.FusedOp, args: list[np.ndarray], bindings: Bindings,
+                kernels: Mapping[type[Operation], Kernel]) -> np.ndarray:
     """A fused region means exactly its ops, run one after another."""
     values: dict[SSAValue, np.ndarray] = dict(zip(op.block.args, args, strict=True))
     for inner in op.block.ops:
         if isinstance(inner, g.FusedYieldOp):
             return values[inner.value]
-        values[inner.results[0]] = _evaluate(inner, values, {}, {}, bindings)
+        values[inner.results[0]] = _evaluate(inner, values, {}, {}, bindings, kernels)
     raise InterpreterError("graph.fused region has no graph.yield")
 
 
 class InterpreterBackend:
-    """The interpreter as an engine backend: one graph, one set of weights."""
+    """The interpreter as an engine backend: one graph, one set of weights
+    (``exact``: the compiled C's bits, see the module docstring)."""
 
     def __init__(self, module: ModuleOp | g.GraphFuncOp,
-                 weights: Mapping[str, np.ndarray]) -> None:
+                 weights: Mapping[str, np.ndarray], *, exact: bool = False) -> None:
         self.func = find_graph(module)
         self.weights = weights
+        self.exact = exact
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return run_graph(self.func, inputs, self.weights)
+        return run_graph(self.func, inputs, self.weights, exact=self.exact)

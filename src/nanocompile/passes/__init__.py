@@ -49,6 +49,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return DefaultSchedulePass
 
+    def quantize_int8() -> type[ModulePass]:
+        from nanocompile.passes.quantize_int8 import QuantizeInt8Pass
+
+        return QuantizeInt8Pass
+
     return {
         "apply-schedule": apply_schedule,
         "cse": cse,
@@ -57,4 +62,5 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "fold-constants": fold_constants,
         "fuse": fuse,
         "lower-graph-to-loop": lower_graph_to_loop,
+        "quantize-int8": quantize_int8,
     }

@@ -152,19 +152,19 @@ class GraphPrimitiveOp(IRDLOperation):
         for name, kind in cls.PROPS:
             if kind in _POSITIONAL:
                 props[name] = _parse_prop(parser, kind)
-        first = True
+        leading = True  # no keyword property parsed yet (no comma before the next)
         for name, kind in keyword:
             if kind in _OPTIONAL:
-                comma = not first and parser.parse_optional_punctuation(",") is not None
+                comma = not leading and parser.parse_optional_punctuation(",") is not None
                 if parser.parse_optional_keyword(name) is None:
                     if comma:
                         parser.raise_error(f"expected '{name}' after ','")
                     continue
             else:
-                if not first:
+                if not leading:
                     parser.parse_punctuation(",")
                 parser.parse_keyword(name)
-            first = False
+            leading = False
             parser.parse_punctuation("=")
             props[name] = _parse_prop(parser, kind)
         attrs = parser.parse_optional_attr_dict()

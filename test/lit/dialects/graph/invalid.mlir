@@ -288,3 +288,14 @@ graph.func @f {
   graph.return
 }
 // CHECK: error: graph.neg: %x is used before it is defined
+
+// -----
+
+// a matmul order that is not one of MATMUL_ORDERS
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[2, 40], f32>
+  %w = graph.input "w" : !graph.tensor<[40, 3], f32>
+  %y = graph.matmul %x, %w order = "k_ascending" : (!graph.tensor<[2, 40], f32>, !graph.tensor<[40, 3], f32>) -> !graph.tensor<[2, 3], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul: unknown order "k_ascending", expected one of blocks32

@@ -40,6 +40,7 @@ graph.func @all_ops {
   %kk = graph.concat %pk, %pk axis = 1 : (!graph.tensor<[2, past, 64], f32>, !graph.tensor<[2, past, 64], f32>) -> !graph.tensor<[2, 2*past, 64], f32>
   %wt = graph.permute %wf perm = [1, 0] : !graph.tensor<[128, 896], f32> -> !graph.tensor<[896, 128], f32>
   %mm = graph.matmul %x, %wt : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[896, 128], f32>) -> !graph.tensor<[seq, 128], f32>
+  %mo = graph.matmul %x, %wt order = "blocks32" : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[896, 128], f32>) -> !graph.tensor<[seq, 128], f32>
   %g = graph.gather %emb, %ids : (!graph.tensor<[151936, 896], f32>, !graph.tensor<[seq], i64>) -> !graph.tensor<[seq, 896], f32>
   graph.return "out" = %mm, "h" = %g : !graph.tensor<[seq, 128], f32>, !graph.tensor<[seq, 896], f32>
 }
@@ -79,6 +80,7 @@ graph.func @all_ops {
 // CHECK-NEXT:    %kk = graph.concat %pk, %pk axis = 1 : !graph.tensor<[2, past, 64], f32> -> !graph.tensor<[2, 2*past, 64], f32>
 // CHECK-NEXT:    %wt = graph.permute %wf perm = [1, 0] : !graph.tensor<[128, 896], f32> -> !graph.tensor<[896, 128], f32>
 // CHECK-NEXT:    %mm = graph.matmul %x, %wt : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[896, 128], f32>) -> !graph.tensor<[seq, 128], f32>
+// CHECK-NEXT:    %mo = graph.matmul %x, %wt order = "blocks32" : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[896, 128], f32>) -> !graph.tensor<[seq, 128], f32>
 // CHECK-NEXT:    %g = graph.gather %emb, %ids : (!graph.tensor<[151936, 896], f32>, !graph.tensor<[seq], i64>) -> !graph.tensor<[seq, 896], f32>
 // CHECK-NEXT:    graph.return "out" = %mm, "h" = %g : !graph.tensor<[seq, 128], f32>, !graph.tensor<[seq, 896], f32>
 // CHECK-NEXT:  }
@@ -92,4 +94,5 @@ graph.func @all_ops {
 // GENERIC:        %pm = "graph.permute"(%rh) <{perm = [#builtin.int<1>, #builtin.int<0>, #builtin.int<2>]}>
 // GENERIC:        %sl = "graph.slice"(%x) <{axis = #builtin.int<0>, start = #graph.dim<seq - 1>, stop = #graph.dim<seq>}>
 // GENERIC:        %kk = "graph.concat"(%pk, %pk) <{axis = #builtin.int<1>}>
+// GENERIC:        %mo = "graph.matmul"(%x, %wt) <{order = "blocks32"}>
 // GENERIC:        "graph.return"(%mm, %g) <{names = ["out", "h"]}>

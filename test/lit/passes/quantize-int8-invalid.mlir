@@ -1,0 +1,20 @@
+// quantize-int8's options: a bad value is one line naming the accepted ones.
+// RUN: not nc-opt %s -p 'quantize-int8{kernel=b}' 2>&1 | filecheck %s --check-prefix=KERNEL
+// RUN: not nc-opt %s -p 'quantize-int8{embedding=bf16}' 2>&1 | filecheck %s --check-prefix=EMBED
+// RUN: not nc-opt %s -p 'quantize-int8' 2>&1 | filecheck %s --check-prefix=TAKEN
+
+// KERNEL:      nc-opt: error: quantize-int8: expected kernel a, got 'b'
+// KERNEL-NOT:  Traceback
+// EMBED:       nc-opt: error: quantize-int8: expected embedding int8 or f32, got 'bf16'
+// EMBED-NOT:   Traceback
+// TAKEN:       nc-opt: quantize-int8: weight 'w' cannot be quantized: the graph already has a weight 'w.scale'
+// TAKEN-NOT:   Traceback
+
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 8], f32>
+  %w = graph.weight "w" : !graph.tensor<[4, 8], f32>
+  %s = graph.weight "w.scale" : !graph.tensor<[4], f32>
+  %wt = graph.permute %w perm = [1, 0] : !graph.tensor<[4, 8], f32> -> !graph.tensor<[8, 4], f32>
+  %a = graph.matmul %x, %wt : (!graph.tensor<[seq, 8], f32>, !graph.tensor<[8, 4], f32>) -> !graph.tensor<[seq, 4], f32>
+  graph.return "a" = %a, "s" = %s : !graph.tensor<[seq, 4], f32>, !graph.tensor<[4], f32>
+}
