@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 COMMAND_MODULES: tuple[str, ...] = ("bench.probe", "bench.run", "bench.plot", "bench.matmul",
-                                    "bench.profile_step", "bench.memory")
+                                    "bench.profile_step", "bench.memory", "bench.quality")
 
 
 class BenchError(Exception):

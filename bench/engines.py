@@ -17,6 +17,10 @@ c-bf16          the same, compiled from the bf16-weight graph and bound to the
                 snapshot's mapped bf16 tensors (``SnapshotWeights(snap, "bf16")``,
                 zero-copy): 2 bytes per weight read, widened in registers, the
                 same bits as c-phase4
+c-int8          the same, compiled after ``quantize-int8`` (spec §5's kernel A, W8A32):
+                the projections and the embedding/LM head as int8 + f32 row scales,
+                quantized once into the int8 cache and mapped
+                (``nanocompile.api.int8_weights``), the other weights as c-bf16's
 torch           transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
 torch-compile   the same model with its forward under ``torch.compile``
                 (:mod:`bench.torch_compile_engine`)
@@ -45,8 +49,9 @@ same arithmetic everywhere; llama.cpp computes only the last position's logits.
 
 Work counters come from the IR (``nanocompile.analysis.work.count_work``): kernel
 launches and the exact bytes polynomial of the unfused (phase 2) and fused
-(phase 3) loop programs, and of the fused bf16-weight program (c-bf16's; 2
-bytes per bf16 weight element). FLOPs are counted from the config: matmul FLOPs
+(phase 3) loop programs, of the fused bf16-weight program (c-bf16's; 2
+bytes per bf16 weight element) and of the fused int8 program (c-int8's: 1
+byte per int8 weight and 4 per row scale). FLOPs are counted from the config: matmul FLOPs
 only (2 per multiply-add; the 7 projections per token, causal attention
 scores and context, the LM head on one row); elementwise work is left out
 (< 0.1 % of it).
@@ -69,7 +74,7 @@ from nanocompile.checkpoint.snapshot import Snapshot
 
 NANOINFER_ENGINE_NAMES: tuple[str, ...] = ("nanoinfer-f32", "nanoinfer-int8")
 ALL_ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "c-phase4", "c-bf16",
-                                      "torch", "torch-compile", "numpy", "llama-f32",
+                                      "c-int8", "torch", "torch-compile", "numpy", "llama-f32",
                                       "llama-bf16", "llama-q8_0", *NANOINFER_ENGINE_NAMES)
 
 
@@ -83,6 +88,9 @@ def default_engine_names() -> tuple[str, ...]:
 
 ENGINE_NAMES: tuple[str, ...] = default_engine_names()
 REFERENCE_ENGINE = "c-phase4"  # the head-to-heads are against the scheduled C engine
+# c-int8's quantize-int8 options: kernel A, the int8 embedding/LM head (nanoinfer's default);
+# nanocompile.compiler.int8_pass() spells the same text
+INT8_PASS = "quantize-int8{kernel=a embedding=int8}"
 
 
 class Model(Protocol):
@@ -187,7 +195,7 @@ def prefill_flops(config: Qwen2Config, seq: int) -> int:
 class Work:
     """Launches per step and the bytes polynomial of one loop program."""
 
-    program: str  # "unfused" (phase 2), "fused" (phase 3) or "fused-bf16" (bf16 weights)
+    program: str  # "unfused" (phase 2), "fused" (phase 3), "fused-bf16", "fused-int8"
     launches: int
     distinct_kernels: int
     bytes_moved: Any  # nanocompile.ir.symbolic.Expr in seq and past
@@ -208,13 +216,14 @@ class Work:
         }
 
 
-def count_program_work(graph: Any, *, fused: bool, program: str | None = None) -> Work:
-    """Count the loop program ``compile_program(graph, fuse=fused)`` builds (named
-    ``program``; by default "fused" or "unfused")."""
+def count_program_work(graph: Any, *, fused: bool, program: str | None = None,
+                       quantize: str = "") -> Work:
+    """Count the loop program ``compile_program(graph, fuse=fused, quantize=quantize)``
+    builds (named ``program``; by default "fused" or "unfused")."""
     from nanocompile.analysis.work import count_work
     from nanocompile.compiler import CompileOptions, Pipeline
 
-    loop_ir = Pipeline(graph, CompileOptions(fuse=fused)).module("loop")
+    loop_ir = Pipeline(graph, CompileOptions(fuse=fused, quantize=quantize)).module("loop")
     work = count_work(loop_ir)
     name = program if program is not None else "fused" if fused else "unfused"
     return Work(name, work.launches, work.distinct_kernels, work.bytes_moved)
@@ -277,7 +286,8 @@ class _TorchModel:
 @dataclass
 class Shared:
     """What the engines share: the snapshot, widened weights and the last-only graph
-    (and, for c-bf16, the mapped bf16 weights and the bf16-weight graph)."""
+    (and, for c-bf16, the mapped bf16 weights and the bf16-weight graph; for c-int8
+    the int8 weights)."""
 
     snapshot: Snapshot
     compile_budget: float = 180.0  # seconds torch-compile may spend compiling, else skipped
@@ -286,7 +296,9 @@ class Shared:
     _graph: Any = None
     _bf16_weights: Any = None
     _bf16_graph: Any = None
+    _int8_weights: Any = None
     work: dict[str, Work] = field(default_factory=dict)
+    log: Callable[[str], None] = print
 
     @property
     def config(self) -> Qwen2Config:
@@ -341,6 +353,37 @@ class Shared:
                 last_only=True, weights="bf16", wide=wide_weights(self.snapshot)))
         return self._bf16_graph
 
+    @property
+    def int8_graph(self) -> Any:
+        """The graph c-int8 compiles (``quantize-int8`` runs in the pipeline): the
+        bf16-weight graph of a bf16 snapshot, else the f32 one."""
+        from nanocompile.inference.engine import default_weights
+
+        return self.bf16_graph if default_weights(self.snapshot) == "bf16" else self.graph
+
+    @property
+    def int8_weights(self) -> Any:
+        """``nanocompile.api.int8_weights`` of the int8 graph: the int8 matrices from
+        the int8 cache (quantized into it first when absent), the rest as
+        ``int8_graph`` declares them."""
+        if self._int8_weights is None:
+            from nanocompile.api import int8_weights
+            from nanocompile.compiler import quantize_graph
+            from nanocompile.inference.engine import SnapshotWeights, default_weights
+
+            started: set[str] = set()
+
+            def progress(what: str, done: int, total: int) -> None:
+                if what not in started:
+                    started.add(what)
+                    self.log(f"  {what} (once: cached after)...")
+
+            base = SnapshotWeights(self.snapshot, default_weights(self.snapshot))
+            quantized = quantize_graph(self.int8_graph, INT8_PASS)
+            self._int8_weights = int8_weights(self.snapshot, quantized, base,
+                                              progress=progress)
+        return self._int8_weights
+
     def program_work(self, fused: bool) -> Work:
         """Work of the fused or unfused program (counted once)."""
         key = "fused" if fused else "unfused"
@@ -353,6 +396,14 @@ class Shared:
         key = "fused-bf16"
         if key not in self.work:
             self.work[key] = count_program_work(self.bf16_graph, fused=True, program=key)
+        return self.work[key]
+
+    def int8_work(self) -> Work:
+        """Work of the fused int8 program (c-int8's, counted once)."""
+        key = "fused-int8"
+        if key not in self.work:
+            self.work[key] = count_program_work(self.int8_graph, fused=True, program=key,
+                                                quantize=INT8_PASS)
         return self.work[key]
 
 
@@ -398,7 +449,8 @@ class _PooledModel(_CacheModel):
 def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32"
              ) -> Callable[[Shared], Model]:
     """A builder of the C engine; ``weights="bf16"``: the bf16-weight graph bound to
-    the snapshot's mapped bf16 tensors (needs ``schedule``: c-bf16)."""
+    the snapshot's mapped bf16 tensors (needs ``schedule``: c-bf16); ``"int8"``: that
+    graph after ``quantize-int8`` bound to the int8 weights (c-int8)."""
     def build(shared: Shared) -> Model:
         if shutil.which("gcc") is None:
             raise EngineUnavailable("no gcc on PATH")
@@ -406,13 +458,21 @@ def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32"
         from nanocompile.compiler import compile_program
         from nanocompile.inference.engine import Engine
 
+        quantize = INT8_PASS if weights == "int8" else ""
         graph, bound = ((shared.bf16_graph, shared.bf16_weights) if weights == "bf16"
+                        else (shared.int8_graph, shared.int8_weights) if weights == "int8"
                         else (shared.graph, shared.weights))
-        program = compile_program(graph, bound, fuse=fuse, schedule=schedule)
+        program = compile_program(graph, bound, fuse=fuse, schedule=schedule,
+                                  quantize=quantize)
         engine = Engine(shared.config, CompiledBackend(program))
         if not schedule:
             return _CacheModel(engine)
-        return _PooledModel(engine, program, {"arch": host_arch_name(), "weights": weights})
+        facts = {"arch": host_arch_name(), "weights": weights}
+        if quantize:
+            facts |= {"quantize": quantize, "int8_weight_bytes": bound.int8_bytes(),
+                      "int8_quantized_at_build": bound.quantized,
+                      "int8_quantize_seconds": bound.quantize_seconds}
+        return _PooledModel(engine, program, facts)
 
     return build
 
@@ -433,6 +493,9 @@ def _scheduled_description(weights: str) -> str:
     vectors = "scalar" if arch == "scalar" else f"{arch} register tiles"
     if weights == "bf16":
         held = "bf16 weights: the mapped snapshot tensors, widened in registers"
+    elif weights == "int8":
+        held = ("int8 weights, spec 5's kernel A (W8A32): projections and embedding/LM "
+                "head int8 with f32 row scales, mapped from the int8 cache")
     else:
         held = "f32 weights widened at load"
     return (f"nanocompile C, fused + default schedules ({held}, {vectors}, "
@@ -492,6 +555,10 @@ def _fused_bf16(shared: Shared) -> Work:
     return shared.bf16_work()
 
 
+def _fused_int8(shared: Shared) -> Work:
+    return shared.int8_work()
+
+
 ENGINES: dict[str, EngineSpec] = {
     "interp": EngineSpec("interp", "nanocompile graph interpreter (NumPy, unfused graph)",
                          _build_interp, _unfused, True),
@@ -503,6 +570,8 @@ ENGINES: dict[str, EngineSpec] = {
                            _fused, True),
     "c-bf16": EngineSpec("c-bf16", _scheduled_description("bf16"),
                          _build_c(True, True, "bf16"), _fused_bf16, True),
+    "c-int8": EngineSpec("c-int8", _scheduled_description("int8"),
+                         _build_c(True, True, "int8"), _fused_int8, True),
     "torch": EngineSpec("torch", "transformers Qwen2ForCausalLM f32 eager",
                         _build_torch, _fused, False),
     "torch-compile": EngineSpec("torch-compile", "transformers Qwen2ForCausalLM f32, forward "

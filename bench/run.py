@@ -70,6 +70,25 @@ run (``goals_issue17``):
   level, as issue 16's AVX2-only prefill goal: the sign test does not show
   c-phase4 faster *and* c-bf16's median is no higher.
 
+Goals of issue 18, "Must show" item 4 (:func:`evaluate_goals_issue18`), about
+``c-int8`` (spec §5's kernel A: the scheduled C engine on int8 weights), per
+thread count, printed after issue 17's and stored in every record of the run
+(``goals_issue18``):
+
+* decode >= 1.5x faster than ``llama-q8_0`` (llama.cpp on the Q8_0 GGUF of the
+  same weights): the one-sided exact sign test over the paired rounds counts a
+  round when 1.5 x c-int8's time is below llama.cpp's (p <= ALPHA);
+* decode at >= 80 % of its own bandwidth roofline: (c-int8's IR bytes per decode
+  step / read bandwidth at that thread count of the newest clean probe record
+  of this machine) / the median >= 0.80;
+* kernel-B prefill at 128 tokens >= 2x faster than ``llama-q8_0``: not judged
+  (kernel B, W8A8 with integer dot products, is not built yet).
+
+Beside them, as the precondition a llama.cpp peer is held to: how many
+leading greedy tokens ``llama-q8_0`` shares with ``c-int8`` on the decode
+prompt (two different quantizations of random weights: they need not agree
+to the end; both are also compared with the reference in the work table).
+
 A goal whose engines or thread counts are not in the run is reported as not
 judged, with the reason.
 """
@@ -125,6 +144,13 @@ BF16_ENGINE = "c-bf16"
 LLAMA_BF16 = "llama-bf16"
 GOAL17_VS_LLAMA_F32 = 1.8  # decode: c-bf16 this many x faster than llama-f32
 GOAL17_ROOFLINE = 0.85  # decode: at >= this fraction of the bandwidth roofline
+# Goals of issue 18, "Must show" item 4 (see the module doc).
+INT8_ENGINE = "c-int8"
+LLAMA_Q8 = "llama-q8_0"
+GOAL18_VS_LLAMA_Q8 = 1.5  # decode: c-int8 this many x faster than llama-q8_0
+GOAL18_ROOFLINE = 0.80  # decode: at >= this fraction of its bandwidth roofline
+GOAL18_KERNEL_B_PREFILL = 2.0  # kernel-B prefill@128: this many x faster than llama-q8_0
+KERNEL_B_NOT_BUILT = "kernel B (W8A8, integer dot products) is not built yet"
 
 
 def prefill_metric(prompt: int) -> str:
@@ -761,17 +787,18 @@ def _bf16_decode_faster(index: dict[tuple[str, int, str], dict[str, Any]], threa
 
 
 def _bf16_roofline(index: dict[tuple[str, int, str], dict[str, Any]], threads: int,
-                   decode_bytes: int | None, bandwidth: dict[str, Any] | None) -> dict[str, Any]:
-    m = index.get((BF16_ENGINE, threads, DECODE))
+                   decode_bytes: int | None, bandwidth: dict[str, Any] | None, *,
+                   engine: str = BF16_ENGINE, limit: float = GOAL17_ROOFLINE) -> dict[str, Any]:
+    m = index.get((engine, threads, DECODE))
     if m is None or decode_bytes is None:
-        return _missing(((BF16_ENGINE, None),), "decode", threads)
+        return _missing(((engine, None),), "decode", threads)
     if bandwidth is None or str(threads) not in bandwidth.get("gbs", {}):
         return _not_judged(f"no clean probe record of this machine at {threads} "
                            f"thread{'s' * (threads != 1)} (python -m bench probe)")
     gbs = float(bandwidth["gbs"][str(threads)])
     floor = 1e3 * decode_bytes / (gbs * 1e9)
     fraction = floor / m["median"] if m["median"] > 0 else 0.0
-    return {"met": fraction >= GOAL17_ROOFLINE, "limit": GOAL17_ROOFLINE,
+    return {"met": fraction >= limit, "limit": limit,
             "median": m["median"], "floor_ms": floor, "fraction_of_roofline": fraction,
             "bytes_per_step": decode_bytes, "bandwidth_gbs": gbs,
             "probe_time": bandwidth.get("time")}
@@ -856,6 +883,104 @@ def format_goals_issue17(goals: dict[str, Any]) -> str:
                     missed.append(f"{title} at {t} thr")
             lines.append(line)
     lines.append(f"  issue 17: {met} of {judged} judged goals met"
+                 + (f"; missed: {'; '.join(missed)}" if missed else ""))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# issue 18's goals
+
+
+def _int8_decode_faster(index: dict[tuple[str, int, str], dict[str, Any]],
+                        threads: int) -> dict[str, Any]:
+    nc = index.get((INT8_ENGINE, threads, DECODE))
+    other = index.get((LLAMA_Q8, threads, DECODE))
+    if nc is None or other is None:
+        return _missing(((INT8_ENGINE, nc), (LLAMA_Q8, other)), "decode", threads)
+    test = paired_factor_test(other["values"], nc["values"], GOAL18_VS_LLAMA_Q8)
+    return {"met": test.p_value <= ALPHA, "factor": GOAL18_VS_LLAMA_Q8, "peer": LLAMA_Q8,
+            "median": nc["median"], "peer_median": other["median"],
+            "peer_over_int8": other["median"] / nc["median"] if nc["median"] > 0 else 0.0,
+            "sign_test": test.as_dict()}
+
+
+def leading_agreement(tokens: dict[str, list[int]], a: str, b: str) -> dict[str, Any] | None:
+    """How many leading greedy tokens engines ``a`` and ``b`` share (None if either
+    did not run)."""
+    if a not in tokens or b not in tokens:
+        return None
+    first, second = tokens[a], tokens[b]
+    same = next((i for i, (x, y) in enumerate(zip(first, second, strict=False)) if x != y),
+                min(len(first), len(second)))
+    return {"engines": [a, b], "leading_equal": same, "of": min(len(first), len(second))}
+
+
+def evaluate_goals_issue18(measurements: list[dict[str, Any]], *, threads: Sequence[int],
+                           decode_bytes: int | None, bandwidth: dict[str, Any] | None,
+                           tokens: dict[str, list[int]] | None = None) -> dict[str, Any]:
+    """Issue 18's item-4 goals over one run's measurements (see the module doc).
+
+    ``decode_bytes`` is c-int8's IR bytes per decode step; ``bandwidth`` as for
+    :func:`evaluate_goals_issue17`; ``tokens`` each engine's greedy tokens on the
+    decode prompt (for the agreement of c-int8 and llama-q8_0). Every goal, per
+    thread count, has ``met``: True, False, or None when it could not be judged
+    (with a ``reason``).
+    """
+    index = {(m["engine"], m["threads"], m["metric"]): m for m in measurements}
+    return {
+        "engine": INT8_ENGINE, "prefill_tokens": GOAL_PREFILL_TOKENS, "alpha": ALPHA,
+        "decode_vs_llama_q8_0": {str(t): _int8_decode_faster(index, t) for t in threads},
+        "decode_roofline": {str(t): _bf16_roofline(index, t, decode_bytes, bandwidth,
+                                                   engine=INT8_ENGINE, limit=GOAL18_ROOFLINE)
+                            for t in threads},
+        "kernel_b_prefill_vs_llama_q8_0": {str(t): _not_judged(KERNEL_B_NOT_BUILT)
+                                           for t in threads},
+        "tokens_vs_llama_q8_0": leading_agreement(tokens or {}, INT8_ENGINE, LLAMA_Q8),
+    }
+
+
+GOAL18_TITLES = {
+    "decode_vs_llama_q8_0": f"decode >= {GOAL18_VS_LLAMA_Q8:g}x faster than {LLAMA_Q8}",
+    "decode_roofline": f"decode at >= {100 * GOAL18_ROOFLINE:.0f}% of its bandwidth roofline",
+    "kernel_b_prefill_vs_llama_q8_0": f"kernel-B prefill @{GOAL_PREFILL_TOKENS} >= "
+                                      f"{GOAL18_KERNEL_B_PREFILL:g}x faster than {LLAMA_Q8}",
+}
+
+
+def _goal18_detail(key: str, g: dict[str, Any]) -> str:
+    if key == "decode_vs_llama_q8_0":
+        return (f"medians {g['median']:.2f} vs {g['peer_median']:.2f} ms/token: "
+                f"{g['peer']}/{INT8_ENGINE} {g['peer_over_int8']:.2f}x; {g['factor']:g}x "
+                f"faster in {_p(g['sign_test'])}")
+    return (f"{g['median']:.2f} ms/token vs floor {g['floor_ms']:.2f} = "
+            f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, probe "
+            f"{g['probe_time']}: {100 * g['fraction_of_roofline']:.0f}%")
+
+
+def format_goals_issue18(goals: dict[str, Any]) -> str:
+    """Issue 18's item-4 goals, one line per goal and thread count, the token
+    agreement with llama-q8_0, then the misses."""
+    lines = [f"issue 18 goals ({goals['engine']}, int8 kernel A; sign tests exact, one-sided, "
+             f"paired rounds, p <= {goals['alpha']}):"]
+    agree = goals.get("tokens_vs_llama_q8_0")
+    if agree is None:
+        lines.append(f"  greedy tokens vs {LLAMA_Q8}: not compared ({INT8_ENGINE} and "
+                     f"{LLAMA_Q8} did not both run)")
+    else:
+        lines.append(f"  greedy tokens vs {LLAMA_Q8}: the first {agree['leading_equal']} of "
+                     f"{agree['of']} agree (different int8 formats: per-row vs per-32 scales)")
+    missed, judged, met = [], 0, 0
+    for key, title in GOAL18_TITLES.items():
+        for t, g in goals[key].items():
+            line = f"  {title}, {t} thr: {_met(g)}"
+            if g["met"] is not None:
+                judged += 1
+                met += bool(g["met"])
+                line += f" ({_goal18_detail(key, g)})"
+                if not g["met"]:
+                    missed.append(f"{title} at {t} thr")
+            lines.append(line)
+    lines.append(f"  issue 18: {met} of {judged} judged goals met"
                  + (f"; missed: {'; '.join(missed)}" if missed else ""))
     return "\n".join(lines)
 
@@ -1008,6 +1133,12 @@ def run_command(args: argparse.Namespace) -> int:
         decode_bytes=next((b.work.decode_bytes(settings.prompt_tokens[0]) for b in built
                            if b.name == BF16_ENGINE), None),
         bandwidth=probe_bandwidth(threads=settings.threads))
+    goals18 = evaluate_goals_issue18(
+        measurements, threads=settings.threads,
+        decode_bytes=next((b.work.decode_bytes(settings.prompt_tokens[0]) for b in built
+                           if b.name == INT8_ENGINE), None),
+        bandwidth=probe_bandwidth(threads=settings.threads),
+        tokens={e: s.tokens for (e, t), s in slots.items() if t == min(settings.threads)})
     print()
     print(format_tables(measurements, built, settings, agree))
     print(f"\nload average: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end "
@@ -1015,12 +1146,13 @@ def run_command(args: argparse.Namespace) -> int:
           f"{'set by threadpoolctl' if threads.controlled else 'NOT controlled'}")
     print(format_goals(goals))
     print(format_goals_issue17(goals17))
+    print(format_goals_issue18(goals18))
     if settings.record:
         context = {"run_id": uuid.uuid4().hex[:12], "model": model,
                    "settings": settings.as_dict(), "agreement": agree,
                    "loadavg_start": load_start, "loadavg_end": load_end,
                    "blas_threads_controlled": threads.controlled, "goals_issue16": goals,
-                   "goals_issue17": goals17}
+                   "goals_issue17": goals17, "goals_issue18": goals18}
         n = write_records(measurements, built, settings, context, threads)
         print(f"appended {n} records to {settings.results_path}")
     return 0

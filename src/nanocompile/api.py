@@ -20,7 +20,18 @@ and ``"interpreter"`` (the NumPy reference that defines what a graph means).
 Weights: ``weights="bf16"`` (the default for a snapshot storing bf16, as
 Qwen2 releases do) binds the kernels to the snapshot's mapped bf16 tensors,
 widened in registers (nothing copied at load); ``weights="f32"`` widens every
-tensor to f32 at load. Both compute the same bits.
+tensor to f32 at load. Both compute the same bits. ``weights="int8"`` is
+spec §5's kernel A (nanoinfer's default int8 mode, W8A32): the seven
+projections of every layer and the tied embedding (its lookup and the LM
+head) become int8 values with an f32 scale per output row (the
+``quantize-int8`` pass), quantized at the first load from the snapshot's
+exact f32 values and kept in :func:`int8_cache_dir` (mapped after);
+``int8_embedding=False`` keeps the embedding and the LM head as the snapshot
+stores them. Everything else (norms, biases) stays as with the snapshot's
+default format.
+
+    model = load(weights="int8")                         # kernel A, int8 LM head
+    model = load(weights="int8", int8_embedding=False)   # projections only
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,9 +54,17 @@ from nanocompile.backend.gcc import default_cache_dir, sweep_stale
 from nanocompile.backend.runtime import CompiledBackend, CompiledProgram
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.jsonfile import JSONFileError, read_json
-from nanocompile.checkpoint.snapshot import Snapshot
+from nanocompile.checkpoint.snapshot import Int8Cache, Snapshot
 from nanocompile.checkpoint.synth import SYNTH_VERSION, write_synthetic_snapshot
-from nanocompile.compiler import STAGES, CompileTimes, Pipeline, compile_program
+from nanocompile.compiler import (
+    STAGES,
+    CompileOptions,
+    CompileTimes,
+    Pipeline,
+    compile_program,
+    int8_pass,
+    quantize_graph,
+)
 from nanocompile.inference.engine import (
     WEIGHT_FORMATS,
     Engine,
@@ -69,17 +88,23 @@ from nanocompile.tokenizer.tokenizer import Tokenizer
 
 __all__ = [
     "BACKENDS",
+    "FORMATS",
     "ContextLengthError",
     "GenerationResult",
+    "Int8Weights",
     "Model",
     "SamplingParams",
     "default_model_dir",
     "ensure_default_snapshot",
+    "int8_cache_dir",
+    "int8_weights",
     "ir_text",
     "load",
 ]
 
 BACKENDS = ("c", "interpreter")
+INT8 = "int8"
+FORMATS = (*WEIGHT_FORMATS, INT8)  # the weight formats load() takes
 DEFAULT_SEED = 0
 DEFAULT_NAME = f"synthetic-qwen2.5-0.5b-seed{DEFAULT_SEED}"
 MARKER = "nanocompile-default.json"
@@ -114,6 +139,13 @@ def home_dir() -> Path:
 def default_model_dir() -> Path:
     """Where the embedded default (synthetic) snapshot lives."""
     return home_dir() / DEFAULT_NAME
+
+
+def int8_cache_dir() -> Path:
+    """Where the int8 weights quantized from snapshots are kept
+    (``checkpoint.snapshot.Int8Cache``): ``home_dir() / "int8"``, beside the
+    kernel cache and the default snapshot."""
+    return home_dir() / "int8"
 
 
 def _marker() -> dict[str, object]:
@@ -168,12 +200,90 @@ def _install(staging: Path, target: Path) -> None:
 
 
 # --------------------------------------------------------------------------
+# weight formats
+
+
+def _check_format(weights: object) -> str:
+    """``weights`` if it names a format of ``FORMATS``, else a ValueError."""
+    if not isinstance(weights, str) or weights not in FORMATS:
+        raise ValueError(f"weights must be one of {', '.join(FORMATS)}, got {weights!r}")
+    return weights
+
+
+def _check_int8_embedding(int8_embedding: object, fmt: str | None) -> None:
+    if not isinstance(int8_embedding, bool):
+        raise ValueError(f"int8_embedding must be True or False, got {int8_embedding!r}")
+    if not int8_embedding and fmt != INT8:
+        raise ValueError(f"int8_embedding=False needs weights='int8', got weights={fmt!r}")
+
+
+class Int8Weights(Mapping[str, np.ndarray]):
+    """The weights of a graph after ``quantize-int8``: each weight the pass made
+    (``passes.quantize_int8.int8_sources``: new name -> (source tensor, "int8" or
+    "scale")) is that part of the source's int8 format, every other weight is
+    ``base``'s (the snapshot's, in the graph's format)."""
+
+    def __init__(self, base: SnapshotWeights, sources: Mapping[str, tuple[str, str]],
+                 tensors: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        bad = sorted(n for n, (src, part) in sources.items()
+                     if src not in tensors or part not in ("int8", "scale"))
+        if bad:
+            raise ValueError(f"int8 weight {bad[0]!r} has no quantized source "
+                             f"({sources[bad[0]]!r})")
+        self.base = base
+        self.sources = dict(sources)
+        self.tensors = dict(tensors)
+        self.quantized = 0  # matrices the load quantized (not found in the int8 cache)
+        self.quantize_seconds = 0.0
+        replaced = {src for src, _ in self.sources.values()}
+        self._names = [n for n in base if n not in replaced] + sorted(self.sources)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        found = self.sources.get(name)
+        if found is None:
+            return self.base[name]
+        q, scale = self.tensors[found[0]]
+        return q if found[1] == "int8" else scale
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def widened_bytes(self) -> int:
+        """Bytes of the f32 copies ``base`` made so far."""
+        return self.base.widened_bytes()
+
+    def int8_bytes(self) -> int:
+        """Bytes of the int8 values and f32 scales of every quantized matrix."""
+        return sum(q.nbytes + s.nbytes for q, s in self.tensors.values())
+
+
+def int8_weights(snapshot: Snapshot, quantized: ModuleOp, base: SnapshotWeights, *,
+                 cache_dir: Path | None = None, progress: Progress | None = None
+                 ) -> Int8Weights:
+    """The weights of ``quantized`` (a graph after ``quantize-int8``) from
+    ``snapshot``: its int8 matrices from the int8 cache (``cache_dir``, default
+    :func:`int8_cache_dir`; quantized there first if absent or damaged,
+    ``progress`` hears "quantizing the weights to int8"), the rest from ``base``."""
+    from nanocompile.passes.quantize_int8 import int8_sources
+
+    sources = int8_sources(quantized)
+    cache = Int8Cache(snapshot, int8_cache_dir() if cache_dir is None else cache_dir)
+    tensors = cache.load(sorted({src for src, _ in sources.values()}), progress)
+    weights = Int8Weights(base, sources, tensors)
+    weights.quantized, weights.quantize_seconds = cache.quantized, cache.quantized_seconds
+    return weights
+
+
+# --------------------------------------------------------------------------
 # IR at each stage
 
 
 def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
             last_only: bool = True, explain: bool = False, weights: str = "f32",
-            wide: frozenset[str] = frozenset()) -> str:
+            wide: frozenset[str] = frozenset(), int8_embedding: bool = True) -> str:
     """The program for ``config`` after ``stage``, as text, exactly as
     ``compile_program`` builds it: "graph" (as written), "fused" (after the
     graph passes: cse, fold-constants, dce, fuse), "loop" (Loop IR),
@@ -181,15 +291,26 @@ def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
     chose for each kernel after it: phase 4) or "c" (of the scheduled
     kernels). ``explain`` (stage "scheduled" only) puts ``//`` comment lines
     first: per kernel, the candidate schedules refused, with the reason, and
-    the one chosen. ``weights``: the weight format (``"f32"`` or ``"bf16"``;
-    with bf16 the names in ``wide`` stay f32 weights)."""
+    the one chosen. ``weights``: the weight format (``"f32"``, ``"bf16"`` or
+    ``"int8"``; with bf16 the names in ``wide`` stay f32 weights; int8 is the
+    bf16 graph after ``quantize-int8``, which shows from stage "fused" on,
+    with the int8 embedding unless ``int8_embedding`` is false)."""
+    fmt = _check_format(weights)
+    _check_int8_embedding(int8_embedding, fmt)
+    graph_format = "bf16" if fmt == INT8 else fmt
+    options = Qwen2GraphOptions(n_layers=n_layers, last_only=last_only, weights=graph_format,
+                                wide=wide)
+    return _ir_text(config, stage, options, int8_pass(int8_embedding) if fmt == INT8 else "",
+                    explain)
+
+
+def _ir_text(config: Qwen2Config, stage: str, options: Qwen2GraphOptions, quantize: str,
+             explain: bool = False) -> str:
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
     if explain and stage != "scheduled":
         raise ValueError(f"explain needs stage 'scheduled', got {stage!r}")
-    graph = build_qwen2(config, Qwen2GraphOptions(n_layers=n_layers, last_only=last_only,
-                                                  weights=check_weights(weights), wide=wide))
-    pipeline = Pipeline(graph)
+    pipeline = Pipeline(build_qwen2(config, options), CompileOptions(quantize=quantize))
     text = pipeline.text(stage)
     if not explain:
         return text
@@ -202,10 +323,12 @@ def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
 
 @dataclass
 class _Compiled:
-    """One graph on the chosen backend, with what compiling it cost."""
+    """One graph on the chosen backend, with what compiling it cost: ``graph`` as
+    the frontend built it, ``quantize`` the weight-format pass run on it first."""
 
     graph: ModuleOp
     engine: Engine
+    quantize: str = ""
     program: CompiledProgram | None = None
     times: CompileTimes = field(default_factory=CompileTimes)
 
@@ -215,7 +338,8 @@ class Model:
 
     def __init__(self, snapshot: Snapshot, tokenizer: Tokenizer, *, backend: str,
                  last_only: bool, context: int, synthetic: bool,
-                 progress: Progress | None, weights: str = "f32") -> None:
+                 progress: Progress | None, weights: str = "f32",
+                 int8_embedding: bool = True) -> None:
         self.snapshot = snapshot
         self.config: Qwen2Config = snapshot.config
         self.tokenizer = tokenizer
@@ -224,10 +348,19 @@ class Model:
         self.context = context
         self.synthetic = synthetic
         self._progress = progress
-        self.weights = check_weights(weights)
-        self._wide = wide_weights(snapshot) if weights == "bf16" else frozenset()
-        self._weights = SnapshotWeights(snapshot, weights)
+        self.weights = _check_format(weights)
+        _check_int8_embedding(int8_embedding, self.weights)
+        # int8: the embedding (lookup and LM head) is int8 too, unless False
+        self.int8_embedding: bool | None = int8_embedding if self.weights == INT8 else None
+        # the format the graph declares its weights in: int8's are quantized from it
+        self.graph_weights = check_weights(default_weights(snapshot) if self.weights == INT8
+                                           else self.weights)
+        self._quantize = int8_pass(int8_embedding) if self.weights == INT8 else ""
+        self._wide = wide_weights(snapshot) if self.graph_weights == "bf16" else frozenset()
+        self._base = SnapshotWeights(snapshot, self.graph_weights)
+        self._weights: SnapshotWeights | Int8Weights = self._base
         self._graphs: dict[bool, _Compiled] = {}
+        self._frontend: dict[bool, ModuleOp] = {}  # the graphs as built, by last_only
         self._compile_lock = threading.Lock()
 
     @property
@@ -237,24 +370,50 @@ class Model:
 
     def __repr__(self) -> str:
         kind = "synthetic (meaningless text)" if self.synthetic else "checkpoint"
+        int8 = "" if self.int8_embedding is None else f", int8_embedding={self.int8_embedding}"
         return (f"Model({str(self.path)!r}, backend={self.backend!r}, "
-                f"weights={self.weights!r}, layers={self.config.num_hidden_layers}, {kind})")
+                f"weights={self.weights!r}{int8}, layers={self.config.num_hidden_layers}, "
+                f"{kind})")
 
     # -- engines ----------------------------------------------------------
 
     def _options(self, last_only: bool, n_layers: int | None = None) -> Qwen2GraphOptions:
-        return Qwen2GraphOptions(n_layers=n_layers, last_only=last_only, weights=self.weights,
-                                 wide=self._wide)
+        return Qwen2GraphOptions(n_layers=n_layers, last_only=last_only,
+                                 weights=self.graph_weights, wide=self._wide)
 
     def widen_weights(self) -> None:
-        """Widen now the weights the format widens to f32 (otherwise that happens on
-        first use): every one with ``weights="f32"``; with ``"bf16"`` only those the
-        snapshot stores otherwise than bf16 (the rest stay the mapped bf16 bits)."""
-        names = [n for n in self._weights if self.weights == "f32" or n in self._wide]
+        """Prepare now what the format prepares at load (otherwise that happens on
+        first use). int8: quantize the matrices (or map them from the int8 cache).
+        Then widen the weights the format widens to f32: every one with
+        ``weights="f32"``; with ``"bf16"`` (and int8's other weights of a bf16
+        snapshot) only those the snapshot stores otherwise than bf16."""
+        weights = self._int8_weights(None) if self._quantize else self._base
+        stored = self.snapshot.expected_tensors()
+        names = [n for n in weights if n in stored
+                 and (self.graph_weights == "f32" or n in self._wide)]
         for done, name in enumerate(names, 1):
-            self._weights[name]
+            weights[name]
             if self._progress is not None:
                 self._progress("widening the weights to f32", done, len(names))
+
+    def _graph(self, last_only: bool) -> ModuleOp:
+        """The graph as the frontend builds it (built once; nothing changes it: the
+        passes run on copies)."""
+        if last_only not in self._frontend:
+            self._frontend[last_only] = build_qwen2(self.config, self._options(last_only))
+        return self._frontend[last_only]
+
+    def _int8_weights(self, quantized: ModuleOp | None) -> Int8Weights:
+        """The int8 weights, made once from the first quantized graph (``None``: the
+        generation graph quantized here, unverified: only its weights are read; the
+        pipeline verifies what it compiles): every graph of the model names the same."""
+        if not isinstance(self._weights, Int8Weights):
+            if quantized is None:
+                quantized = quantize_graph(self._graph(self.last_only), self._quantize,
+                                           verify=False)
+            self._weights = int8_weights(self.snapshot, quantized, self._base,
+                                         progress=self._progress)
+        return self._weights
 
     def _compiled(self, last_only: bool) -> _Compiled:
         """The engine for a last-position-only (or full-logits) graph, built once."""
@@ -267,17 +426,27 @@ class Model:
             return found
 
     def _build(self, last_only: bool) -> _Compiled:
-        graph = build_qwen2(self.config, self._options(last_only))
+        graph = self._graph(last_only)
+        weights: Mapping[str, np.ndarray] = self._weights
         if self.backend == "interpreter":
-            return _Compiled(graph, Engine(self.config, InterpreterBackend(graph, self._weights),
-                                           chunk=PREFILL_CHUNK))
+            if self._quantize:  # exactly the C's arithmetic (spec §5's kernel A, its sum orders)
+                quantized = quantize_graph(graph, self._quantize)
+                backend = InterpreterBackend(quantized, self._int8_weights(quantized),
+                                             exact=True)
+            else:
+                backend = InterpreterBackend(graph, weights)
+            return _Compiled(graph, Engine(self.config, backend, chunk=PREFILL_CHUNK),
+                             self._quantize)
+        if self._quantize:  # the pipeline quantizes the graph (or the program cache has it)
+            weights = self._int8_weights(None)
         times = CompileTimes()
         kind = "last-position" if last_only else "all-position"
         program = report_step(
             self._progress, f"compiling the model ({kind} logits)",
-            lambda: compile_program(graph, self._weights, schedule=True, times=times))
+            lambda: compile_program(graph, weights, schedule=True, times=times,
+                                    quantize=self._quantize))
         return _Compiled(graph, Engine(self.config, CompiledBackend(program), chunk=PREFILL_CHUNK),
-                         program, times)
+                         self._quantize, program, times)
 
     @property
     def engine(self) -> Engine:
@@ -370,30 +539,42 @@ class Model:
     def ir(self, stage: str, n_layers: int | None = None) -> str:
         """The generation program after ``stage`` ("graph", "fused", "loop",
         "scheduled" or "c"), as text."""
-        return ir_text(self.config, stage, n_layers=n_layers, last_only=self.last_only,
-                       weights=self.weights, wide=self._wide)
+        return _ir_text(self.config, stage, self._options(self.last_only, n_layers),
+                        self._quantize)
 
     def compile_report(self) -> dict[str, Any]:
         """Work per decode step counted from the Loop IR, and what compiling cost.
 
         ``bytes_per_step`` is the exact bytes-moved polynomial in ``past``
-        (cached tokens) and ``seq`` (new tokens); ``bytes_per_decode_step``
+        (cached tokens) and ``seq`` (new tokens) of the program as it runs
+        (for int8, after ``quantize-int8``); ``bytes_per_decode_step``
         evaluates it at ``past=0, seq=1``. ``weights`` is the weight format,
-        ``widened_weights`` how many tensors it widens to f32 (with f32 every
-        tensor not stored as F32; with bf16 those stored as F16) and
-        ``widened_weight_bytes`` the memory of those copies. Compile fields are
-        ``None`` on the interpreter backend.
+        ``graph_weights`` the format the graph declares the rest in (int8:
+        the snapshot's default, bf16 or f32), ``widened_weights`` how many
+        tensors it widens to f32 (with f32 every tensor read and not stored
+        as F32; with bf16 those stored as F16) and ``widened_weight_bytes``
+        the memory of those copies. int8 only (else ``None``):
+        ``int8_kernel`` ("a": spec §5's kernel A, W8A32),
+        ``int8_embedding`` (the embedding and the LM head int8 too),
+        ``int8_matrices`` (how many matrices are int8), ``int8_weight_bytes``
+        (their int8 values and f32 scales), ``int8_quantized`` (how many the
+        load quantized: 0 when the int8 cache had them all) and
+        ``int8_quantize_seconds``. Compile fields are ``None`` on the
+        interpreter backend.
         """
         built = self._compiled(last_only=True)
         if built.program is not None:
             loop_module = built.program.program.parent_op()
             assert isinstance(loop_module, ModuleOp)
         else:
-            loop_module = Pipeline(built.graph).module("loop")
+            loop_module = Pipeline(built.graph, CompileOptions(quantize=built.quantize)
+                                   ).module("loop")
         work = count_work(loop_module)
         moved = work.bytes_moved
         compiled = built.program is not None
         t = built.times
+        int8 = self._weights if isinstance(self._weights, Int8Weights) else None
+        replaced = set() if int8 is None else set(int8.tensors)
         return {
             "model": str(self.path),
             "synthetic": self.synthetic,
@@ -401,9 +582,16 @@ class Model:
             "layers": self.config.num_hidden_layers,
             "last_only": self.last_only,
             "weights": self.weights,
+            "graph_weights": self.graph_weights,
+            "int8_kernel": "a" if int8 is not None else None,
+            "int8_embedding": self.int8_embedding,
+            "int8_matrices": len(int8.tensors) if int8 is not None else None,
+            "int8_weight_bytes": int8.int8_bytes() if int8 is not None else None,
+            "int8_quantized": int8.quantized if int8 is not None else None,
+            "int8_quantize_seconds": int8.quantize_seconds if int8 is not None else None,
             "widened_weights": sum(1 for n in self.snapshot.expected_tensors()
-                                   if self.snapshot.dtype(n) != "F32"
-                                   and (self.weights == "f32" or n in self._wide)),
+                                   if self.snapshot.dtype(n) != "F32" and n not in replaced
+                                   and (self.graph_weights == "f32" or n in self._wide)),
             "widened_weight_bytes": self._weights.widened_bytes(),
             "launches_per_step": work.launches,
             "distinct_kernels": work.distinct_kernels,
@@ -448,7 +636,8 @@ def _context(config: Qwen2Config, context: int | None) -> int:
 
 def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
          last_only: bool = True, context: int | None = None,
-         progress: Progress | None = None, weights: str | None = None) -> Model:
+         progress: Progress | None = None, weights: str | None = None,
+         int8_embedding: bool = True) -> Model:
     """Open a Qwen2 snapshot directory and get it ready to run on ``backend``.
 
     ``model_dir=None`` is the embedded default: the synthetic Qwen2.5-0.5B
@@ -463,16 +652,24 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     tensors where they lie, mapped, and widen in registers; tensors stored
     otherwise are widened to f32) or ``"f32"`` (every tensor widened at
     load); ``None``: bf16 when the snapshot stores bf16 tensors, else f32.
-    The two formats compute the same bits.
+    The two formats compute the same bits. ``"int8"`` is spec §5's kernel A:
+    the seven projections of every layer and, unless ``int8_embedding`` is
+    false, the tied embedding (lookup and LM head) as int8 values with f32
+    row scales, quantized from the snapshot at the first load (progress:
+    "quantizing the weights to int8") and mapped from :func:`int8_cache_dir`
+    after; the other weights as the snapshot's default format has them. Its
+    logits differ from f32's (that is quantization); the interpreter backend
+    then computes exactly the C's bits.
 
     Raises ``SnapshotError``/``ConfigError``/``SafetensorsError`` for a bad
     directory and ``ValueError`` for bad options.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if weights is not None and weights not in WEIGHT_FORMATS:
-        raise ValueError(f"weights must be one of {', '.join(WEIGHT_FORMATS)} (or None: "
+    if weights is not None and weights not in FORMATS:
+        raise ValueError(f"weights must be one of {', '.join(FORMATS)} (or None: "
                          f"the snapshot's), got {weights!r}")
+    _check_int8_embedding(int8_embedding, weights)
     synthetic = model_dir is None
     directory = ensure_default_snapshot(progress) if model_dir is None else Path(model_dir)
     snapshot = Snapshot.open(directory)
@@ -483,7 +680,8 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
                              "(use weights='f32')")
         model = Model(snapshot, Tokenizer.from_dir(directory), backend=backend,
                       last_only=last_only, context=_context(snapshot.config, context),
-                      synthetic=synthetic, progress=progress, weights=fmt)
+                      synthetic=synthetic, progress=progress, weights=fmt,
+                      int8_embedding=int8_embedding)
         model.widen_weights()
         model._compiled(last_only=True)
     except BaseException:

@@ -92,15 +92,24 @@ def _progress() -> StderrProgress:
     return _REPORTER
 
 
+def _int8_embedding(args: argparse.Namespace) -> bool:
+    """``not --f32-embedding``, which only ``--weights int8`` takes."""
+    if args.f32_embedding and args.weights != "int8":
+        raise UserError(f"--f32-embedding needs --weights int8, got --weights "
+                        f"{args.weights or '(the snapshot default)'}")
+    return not args.f32_embedding
+
+
 def _load_model(args: argparse.Namespace, *, last_only: bool = True) -> Model:
     """Load ``--model`` (or the synthetic default, saying so) on ``--backend``."""
     from nanocompile.api import load
 
+    int8_embedding = _int8_embedding(args)
     if args.model is None:
         print(SYNTHETIC_NOTICE, file=sys.stderr, flush=True)
     return load(args.model, backend=getattr(args, "backend", "c"), last_only=last_only,
                 context=getattr(args, "context", None), progress=_progress(),
-                weights=getattr(args, "weights", None))
+                weights=args.weights, int8_embedding=int8_embedding)
 
 
 def _sampling_from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -196,13 +205,14 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
     if args.explain and args.stage != "scheduled":
         raise UserError(f"--explain needs --stage scheduled, got --stage {args.stage}")
+    int8_embedding = _int8_embedding(args)
     cfg = _load_config(args.model)
     if args.layers is not None and not 0 < args.layers <= cfg.num_hidden_layers:
         raise UserError(f"--layers must be in [1, {cfg.num_hidden_layers}], got {args.layers}")
     text = report_step(_progress(), f"building the program up to stage '{args.stage}'",
                        lambda: ir_text(cfg, args.stage, n_layers=args.layers,
                                        last_only=args.last_only, explain=args.explain,
-                                       weights=args.weights))
+                                       weights=args.weights, int8_embedding=int8_embedding))
     print(text)
     return 0
 
@@ -279,6 +289,14 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     widened = (f"{r['widened_weights']} widened to f32, "
                f"{r['widened_weight_bytes'] / 2**20:.1f} MiB")
     print(f"weights                 {r['weights']} ({widened})")
+    if r["weights"] == "int8":
+        embedding = "int8" if r["int8_embedding"] else f"{r['graph_weights']} (--f32-embedding)"
+        cached = (f"quantized at this load in {r['int8_quantize_seconds']:.1f} s"
+                  if r["int8_quantized"] else "mapped from the int8 cache")
+        print(f"  int8                  kernel A (W8A32): {r['int8_matrices']} matrices, "
+              f"int8 values + f32 row scales, {r['int8_weight_bytes'] / 2**20:.1f} MiB "
+              f"({cached}); embedding and LM head {embedding}; the other weights "
+              f"{r['graph_weights']}")
     print(f"kernel launches / step  {r['launches_per_step']}")
     print(f"distinct kernels        {r['distinct_kernels']}")
     print(f"bytes moved / step      {r['bytes_per_step']}")
@@ -329,10 +347,19 @@ def _add_model_options(p: argparse.ArgumentParser, backend: bool = True) -> None
     if backend:
         p.add_argument("--backend", choices=["c", "interpreter"], default="c",
                        help="c: compiled kernels (default); interpreter: the NumPy reference")
-    p.add_argument("--weights", choices=["bf16", "f32"], default=None,
+    p.add_argument("--weights", choices=["bf16", "f32", "int8"], default=None,
                    help="weight format: bf16 (the kernels read the snapshot's bf16 tensors "
                    "in place; the default for a bf16 snapshot) or f32 (every tensor widened "
-                   "at load); the same bits either way")
+                   "at load), the same bits either way; int8 (spec 5's kernel A, W8A32: the "
+                   "projections and the embedding/LM head as int8 with f32 row scales, "
+                   "quantized at the first load and cached)")
+    _add_int8_options(p)
+
+
+def _add_int8_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--f32-embedding", action="store_true",
+                   help="with --weights int8: keep the embedding and the LM head as the "
+                   "snapshot stores them (default: int8 too, as nanoinfer)")
 
 
 def _add_generation_options(p: argparse.ArgumentParser) -> None:
@@ -420,9 +447,11 @@ def _parser() -> argparse.ArgumentParser:
                       help="build only the first N layers (default: all)")
     dump.add_argument("--last-only", action="store_true",
                       help="logits for the last position only")
-    dump.add_argument("--weights", choices=["f32", "bf16"], default="f32",
+    dump.add_argument("--weights", choices=["f32", "bf16", "int8"], default="f32",
                       help="weight format of the program (default f32; bf16: every weight "
-                      "bf16, widened where the kernels read it)")
+                      "bf16, widened where the kernels read it; int8: the bf16 program "
+                      "after quantize-int8, seen from --stage fused on)")
+    _add_int8_options(dump)
     dump.add_argument("--explain", action="store_true",
                       help="with --stage scheduled: first, as // comments, each kernel's "
                       "refused candidate schedules with the reason, and the one chosen")

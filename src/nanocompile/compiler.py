@@ -7,7 +7,10 @@ The stages (``STAGES``), each a ``ModuleOp`` but the last:
 
 * ``graph``: the Graph IR as the frontend built it;
 * ``fused``: after the graph passes ``cse, fold-constants, dce, fuse``
-  (``fuse=False``: the graph as it is, phase 2's one kernel per primitive);
+  (``fuse=False``: the graph as it is, phase 2's one kernel per primitive),
+  led by the weight format's pass when ``CompileOptions.quantize`` names one
+  (``quantize-int8{...}``: spec §5's int8 projections, ``int8_pass``), which
+  runs with ``fuse=False`` too;
 * ``loop``: the Loop IR (``lower-graph-to-loop``);
 * ``scheduled``: the Loop IR with, after each kernel, the ``sched.schedule``
   the ``default-schedule`` pass chose for it (``schedule=False``: none);
@@ -28,9 +31,12 @@ it. Each stage runs once, on a copy of the stage before, and is verified
     program = compile_program(graph, weights)   # all of it, built by gcc (cached), loaded
 
 ``CompileOptions`` says what the stages do; its defaults are the full
-compiler the CLI and the API run. ``compile_program(..., fuse=False)`` is the
-phase-2 baseline; ``schedule=True`` adds phase 4's default schedules (vector
-loops, packed weights, the thread pool; off by default there). Fused,
+compiler the CLI and the API run (f32 or bf16 weights as the graph declares
+them; ``quantize=int8_pass()`` for int8). ``quantize_graph`` is the graph
+after the weight format's pass alone (what the interpreter runs).
+``compile_program(..., fuse=False)`` is the phase-2 baseline;
+``schedule=True`` adds phase 4's default schedules (vector loops, packed
+weights, the thread pool; off by default there). Fused,
 unfused and scheduled programs compute the same bits. ``compile_loop`` builds
 a Loop-IR module as it is; ``optimize_graph``, ``lower_to_loop``,
 ``schedule_loop`` and ``emit_c`` are the stage functions, for tests that want
@@ -54,6 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import PassPipeline
 
 from nanocompile.backend import program_cache
 from nanocompile.backend.runtime import CompiledProgram
@@ -73,6 +80,16 @@ from nanocompile.targets.c import CEmitter
 
 STAGES = ("graph", "fused", "loop", "scheduled", "c")
 GRAPH_PIPELINE = ("cse", "fold-constants", "dce", "fuse")
+INT8_KERNELS = ("a",)  # spec §5's kernel A (W8A32); kernel B is not built yet
+
+
+def int8_pass(embedding: bool = True, kernel: str = "a") -> str:
+    """The ``quantize-int8`` pass's pipeline text: kernel ``kernel`` for the seven
+    projections of every layer and, with ``embedding``, the tied embedding (its
+    lookup and the LM head), as nanoinfer does; ``embedding=False`` keeps those f32."""
+    if kernel not in INT8_KERNELS:
+        raise ValueError(f"int8 kernel must be one of {', '.join(INT8_KERNELS)}, got {kernel!r}")
+    return f"quantize-int8{{kernel={kernel} embedding={'int8' if embedding else 'f32'}}}"
 
 
 @dataclass
@@ -110,15 +127,25 @@ class CompileTimes:
 class CompileOptions:
     """What the stages do: ``fuse`` (the graph passes; False: one kernel per
     primitive), ``schedule`` (the default schedules; False: the loops as
-    lowered) and ``arch`` (default-schedule's option: ``host``, ``scalar``,
-    ``avx2``)."""
+    lowered), ``arch`` (default-schedule's option: ``host``, ``scalar``,
+    ``avx2``) and ``quantize`` (a weight-format pass run first, as pipeline
+    text, e.g. ``int8_pass()``; "" for none)."""
 
     fuse: bool = True
     schedule: bool = True
     arch: str = HOST
+    quantize: str = ""
 
     def __post_init__(self) -> None:
         check_arch_name(self.arch)
+        if self.quantize:
+            _graph_passes((self.quantize,))  # a bad pass or option fails here, not later
+
+    @property
+    def graph_passes(self) -> tuple[str, ...]:
+        """The graph passes of the "fused" stage, in order."""
+        return ((self.quantize,) if self.quantize else ()) + (GRAPH_PIPELINE if self.fuse
+                                                              else ())
 
 
 # --------------------------------------------------------------------------
@@ -131,15 +158,31 @@ def _verified(module: ModuleOp) -> ModuleOp:
     return module
 
 
-def optimize_graph(graph: ModuleOp, passes: tuple[str, ...] = GRAPH_PIPELINE) -> ModuleOp:
-    """A verified copy of ``graph`` after the graph passes (the input is unchanged)."""
+def _graph_passes(passes: tuple[str, ...]) -> PassPipeline:
+    """The passes named in ``passes`` (each a pass name, with options as ``nc-opt
+    -p`` writes them: ``quantize-int8{embedding=f32}``)."""
     from nanocompile.passes import get_all_passes
 
-    registry = get_all_passes()
+    return PassPipeline.parse_spec(get_all_passes(), ",".join(passes))
+
+
+def optimize_graph(graph: ModuleOp, passes: tuple[str, ...] = GRAPH_PIPELINE) -> ModuleOp:
+    """A verified copy of ``graph`` after the graph passes (the input is unchanged)."""
     module = graph.clone()
-    for name in passes:
-        registry[name]()().apply(Context(), module)
+    if passes:
+        _graph_passes(passes).apply(Context(), module)
     return _verified(module)
+
+
+def quantize_graph(graph: ModuleOp, quantize: str, *, verify: bool = True) -> ModuleOp:
+    """A verified copy of ``graph`` after the weight-format pass ``quantize`` alone
+    (e.g. ``int8_pass()``): the graph the interpreter runs, unfused. ``verify=False``
+    skips the verifier (for a caller that only reads the weights it names)."""
+    if verify:
+        return optimize_graph(graph, (quantize,))
+    module = graph.clone()
+    _graph_passes((quantize,)).apply(Context(), module)
+    return module
 
 
 def lower_to_loop(graph: ModuleOp) -> ModuleOp:
@@ -229,7 +272,8 @@ class Pipeline:
         start = time.perf_counter()
         if stage == "fused":
             graph = self.module("graph")
-            result: ModuleOp | str = optimize_graph(graph) if self.options.fuse else graph
+            passes = self.options.graph_passes
+            result: ModuleOp | str = optimize_graph(graph, passes) if passes else graph
             self.times.lower += time.perf_counter() - start
         elif stage == "loop":
             result = lower_to_loop(self.module("fused"))
@@ -272,11 +316,12 @@ def run_to(graph: ModuleOp, stage: str, options: CompileOptions | None = None
 
 def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
                     fuse: bool = True, schedule: bool = False, sanitize: bool | None = None,
-                    times: CompileTimes | None = None,
-                    cache: bool = True) -> CompiledProgram:
-    """Run every stage on ``graph`` (optimize unless ``fuse=False``; with
-    ``schedule=True``, the default schedules), build the C (or find it in the
-    cache), load it and bind ``weights``.
+                    times: CompileTimes | None = None, cache: bool = True,
+                    quantize: str = "") -> CompiledProgram:
+    """Run every stage on ``graph`` (the weight-format pass ``quantize`` first, if
+    given; optimize unless ``fuse=False``; with ``schedule=True``, the default
+    schedules), build the C (or find it in the cache), load it and bind
+    ``weights`` (with ``quantize``, the weights the quantized graph names).
 
     With ``cache`` (the default) a program compiled before with the same graph
     text, options, arch and compiler comes from the program cache
@@ -287,11 +332,12 @@ def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
     nothing)."""
     times = CompileTimes() if times is None else times
     arch = arch_option(CompileOptions().arch if schedule else "scalar")
-    options = CompileOptions(fuse=fuse, schedule=schedule, arch=arch.name)
+    options = CompileOptions(fuse=fuse, schedule=schedule, arch=arch.name, quantize=quantize)
     if not cache:
         return _compile(Pipeline(graph, options, times), weights, sanitize)
     start = time.perf_counter()
-    key = program_cache.program_key(str(graph), fuse=fuse, schedule=schedule, arch=repr(arch))
+    key = program_cache.program_key(str(graph), fuse=fuse, schedule=schedule, arch=repr(arch),
+                                    quantize=quantize)
     found = program_cache.load_entry(key)
     seconds = time.perf_counter() - start
     if found is None:

@@ -103,8 +103,8 @@ def test_f32_snapshot_defaults_to_f32_and_refuses_bf16(f32_snapshot: Path) -> No
 
 @pytest.mark.parametrize("bad", ["f16", "BF16", "", 16])
 def test_bad_weights_value_is_a_value_error(tiny_snapshot: Path, bad: object) -> None:
-    with pytest.raises(ValueError, match=r"weights must be one of f32, bf16 \(or None: the "
-                                         r"snapshot's\), got "):
+    with pytest.raises(ValueError, match=r"weights must be one of f32, bf16, int8 \(or None: "
+                                         r"the snapshot's\), got "):
         load(tiny_snapshot, weights=bad)  # type: ignore[arg-type]
 
 
@@ -134,7 +134,7 @@ def test_cli_generate_with_f32_weights(env: dict[str, str], tiny_snapshot: Path,
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--weights", "int8"], "argument --weights: invalid choice: 'int8'"),
+    (["--weights", "int4"], "argument --weights: invalid choice: 'int4'"),
     (["--weights"], "argument --weights: expected one argument"),
 ])
 def test_cli_bad_weights_flag_is_one_line(env: dict[str, str], tiny_snapshot: Path,

@@ -8,9 +8,10 @@ stores both in one JSON file per key, next to the libraries of the gcc cache
     <cache>/<key[:2]>/<key>.program.json
 
 The key (``program_key``) hashes everything the result depends on: the graph
-as printed, the compile options, the arch the schedules are chosen for, the
-CPU (``gcc.cpu_identity``) and the compiler itself (every ``.py`` file of the
-``nanocompile`` package, ``compiler_source_hash``). gcc's own key is computed
+as printed, the compile options (with the weight format's pass), the arch the
+schedules are chosen for, the CPU (``gcc.cpu_identity``) and the compiler
+itself (every ``.py`` file of the ``nanocompile`` package,
+``compiler_source_hash``). gcc's own key is computed
 from the stored source when the library is looked up, as on a cold start.
 
 The file holds ``{"key", "sha256", "payload"}``: an entry verifies only if it
@@ -46,7 +47,7 @@ from nanocompile.dialects.graph.signature import Signature
 from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr, parse_expr
 
-PROGRAM_KEY_VERSION = 1  # bump when the entry's layout or the key's contents change
+PROGRAM_KEY_VERSION = 2  # bump when the entry's layout or the key's contents change
 SUFFIX = ".program.json"
 
 
@@ -66,11 +67,15 @@ def compiler_source_hash() -> str:
     return digest.hexdigest()
 
 
-def program_key(graph_text: str, *, fuse: bool, schedule: bool, arch: str) -> str:
-    """sha256 over the graph's text, the options, the arch (the resolved one, as
-    text: ``repr`` of ``targets.arch.Arch``), the CPU and the compiler."""
+def program_key(graph_text: str, *, fuse: bool, schedule: bool, arch: str,
+                quantize: str = "") -> str:
+    """sha256 over the graph's text, the options (``quantize``: the weight-format
+    pass the graph passes start with, as its pipeline text, e.g.
+    ``quantize-int8{kernel=a embedding=int8}``; "" for none), the arch (the
+    resolved one, as text: ``repr`` of ``targets.arch.Arch``), the CPU and the
+    compiler."""
     parts = [PROGRAM_KEY_VERSION, hashlib.sha256(graph_text.encode()).hexdigest(),
-             fuse, schedule, arch, cpu_identity(), compiler_source_hash()]
+             fuse, schedule, arch, quantize, cpu_identity(), compiler_source_hash()]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 

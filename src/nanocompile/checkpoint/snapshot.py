@@ -5,24 +5,34 @@ the shards named by ``model.safetensors.index.json``) and checks that every
 tensor the config implies is present with the right shape and a float dtype
 that widens exactly to f32. Nothing is copied: ``raw`` returns views on the
 mapped files. The same code opens the real checkpoint and the synthetic one.
+
+``Int8Cache`` keeps spec §5's int8 copies of a snapshot's matrices on disk
+(quantized once, mapped after), keyed by ``Snapshot.content_hash``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import resource
+import shutil
+import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
 import numpy as np
 
 from nanocompile.checkpoint.config import ConfigError, Qwen2Config
-from nanocompile.checkpoint.jsonfile import JSONFileError, read_json
+from nanocompile.checkpoint.jsonfile import JSONFileError, parse_json, read_json
 from nanocompile.checkpoint.safetensors import (
     EXACT_F32_DTYPES,
     SafetensorsError,
     SafetensorsFile,
+    bf16_to_f32,
+    write_safetensors,
 )
 
 CONFIG_NAME = "config.json"
@@ -178,6 +188,53 @@ class Snapshot:
         """``name`` widened exactly to float32."""
         return self._file(name).f32(name)
 
+    def f32_rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of ``name`` widened exactly to float32 (only those rows
+        are read: a large matrix never needs to be widened whole)."""
+        dtype = self.dtype(name)
+        raw = self.raw(name)[start:stop]
+        if dtype == "BF16":
+            return bf16_to_f32(raw)
+        if dtype == "F16":
+            return raw.astype(np.float32)
+        if dtype != "F32":
+            raise SnapshotError(f"{self.path}: tensor {name!r} has dtype {dtype}, which does "
+                                "not widen exactly to f32")
+        return raw
+
+    def weight_files(self) -> list[Path]:
+        """The weight files (safetensors), sorted by name."""
+        return [self.files[name].path for name in sorted(self.files)]
+
+    def content_hash(self, memo_dir: Path | None = None) -> str:
+        """sha256 over ``config.json`` and every weight file (names and bytes): what
+        the snapshot's tensors are made of.
+
+        Hashing reads every byte (~1 s per GB). With ``memo_dir`` the hash is kept
+        there, keyed by the files' paths, and reused while every file keeps its
+        identity (device, inode, size, modification time in ns); any change
+        hashes again. A memo that cannot be read or written is ignored.
+        """
+        files = [self.path / CONFIG_NAME, *self.weight_files()]
+        stamp = [_file_stamp(f) for f in files]
+        memo = None
+        if memo_dir is not None:
+            where = "\0".join(str(f.resolve()) for f in files)
+            memo = Path(memo_dir) / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
+            found = _read_memo(memo, stamp)
+            if found is not None:
+                return found
+        digest = hashlib.sha256(b"nanocompile-snapshot/1")
+        for path in files:
+            digest.update(f"\0{path.name}\0".encode())
+            with path.open("rb") as fh:
+                while chunk := fh.read(1 << 24):
+                    digest.update(chunk)
+        value = digest.hexdigest()
+        if memo is not None:
+            _write_atomically(memo, json.dumps({"stamp": stamp, "sha256": value}).encode())
+        return value
+
     def nbytes(self) -> int:
         """Total size of the weight files on disk."""
         return sum(f.path.stat().st_size for f in self.files.values())
@@ -223,3 +280,226 @@ def _open_weights(path: Path) -> tuple[dict[str, SafetensorsFile], dict[str, Saf
             f.close()
         raise
     return files, {name: files[shard] for name, shard in weight_map.items()}
+
+
+# --------------------------------------------------------------------------
+# content-hash memo
+
+
+def _file_stamp(path: Path) -> list[int | str]:
+    st = path.stat()
+    return [path.name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def _read_memo(path: Path, stamp: list[list[int | str]]) -> str | None:
+    try:
+        memo = parse_json(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(memo, dict) or memo.get("stamp") != stamp:
+        return None
+    value = memo.get("sha256")
+    if not isinstance(value, str) or len(value) != 64:
+        return None
+    return value
+
+
+def _write_atomically(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` through a temporary file and a rename (a reader sees
+    the whole file or none); False if the directory cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", dir=path.parent)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        return False
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------
+# int8 copies of the matrices, on disk
+
+
+INT8_FORMAT = "nanocompile-int8/1"  # bump when an entry's layout or contents change
+TMP_PREFIX = ".tmp-int8-"
+ROWS_PER_CHUNK = 4096  # rows quantized at a time (an embedding is never widened whole)
+
+Int8Progress = Callable[[str, int, int], None]
+QUANTIZING = "quantizing the weights to int8"
+
+
+def _quantizer() -> tuple[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], str]:
+    """spec §5's ``quantize_rows`` and a hash of the module that defines it (any
+    change to the quantizer changes every cache key)."""
+    from nanocompile.checkpoint import int8
+
+    source = Path(int8.__file__).read_bytes()
+    return int8.quantize_rows, hashlib.sha256(source).hexdigest()
+
+
+class Int8Cache:
+    """spec §5's int8 format of a snapshot's matrices (per output row: int8 values and
+    an f32 scale, ``checkpoint.int8.quantize_rows`` of the exactly widened f32
+    values), computed once and kept on disk::
+
+        <root>/<key>/<tensor name>.safetensors    tensors "int8" (I8 [N, K]), "scale" (F32 [N])
+
+    ``key`` hashes ``INT8_FORMAT``, the quantizer's source and the snapshot's
+    content (``Snapshot.content_hash``, memoized in ``<root>/snapshots``), so
+    a changed snapshot or quantizer never meets a stale entry. Each file's
+    metadata names its format, tensor, source shape and the sha256 of its
+    data; a file that does not open, does not say exactly that or whose data
+    does not hash to it (truncated, bit-flipped, another tensor's) is deleted
+    and quantized again. Files are written to a temporary name and renamed
+    into place, so a reader sees a whole file or none; two writers of one
+    entry write the same bytes. Loaded tensors are read-only views of the
+    mapped files (no copy).
+    """
+
+    def __init__(self, snapshot: Snapshot, root: Path) -> None:
+        self.snapshot = snapshot
+        self.root = Path(root)
+        self.quantized_seconds = 0.0  # time spent quantizing in the last load
+        self.quantized = 0  # tensors quantized (not found in the cache) in the last load
+        self._quantize, quantizer_hash = _quantizer()
+        content = snapshot.content_hash(self.root / "snapshots")
+        key = hashlib.sha256(json.dumps([INT8_FORMAT, quantizer_hash, content]).encode())
+        self.directory = self.root / key.hexdigest()[:32]
+
+    def path(self, name: str) -> Path:
+        """The entry file of tensor ``name``."""
+        return self.directory / f"{name}.safetensors"
+
+    def load(self, names: Sequence[str], progress: Int8Progress | None = None
+             ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """``{name: (int8 [N, K], f32 scales [N])}`` for each 2-D tensor of ``names``:
+        from the cache, or quantized (``progress`` hears about it) and stored."""
+        start = time.perf_counter()
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        missing = []
+        for name in dict.fromkeys(names):
+            found = self._read(name)
+            if found is None:
+                missing.append(name)
+            else:
+                out[name] = found
+        self.quantized = len(missing)
+        for done, name in enumerate(missing):
+            if progress is not None:
+                progress(QUANTIZING, done, len(missing))
+            out[name] = self._store(name, *self._quantized(name))
+        if progress is not None and missing:
+            progress(QUANTIZING, len(missing), len(missing))
+        self.quantized_seconds = time.perf_counter() - start if missing else 0.0
+        return out
+
+    def _shape(self, name: str) -> tuple[int, int]:
+        shape = self.snapshot.shape(name)
+        if len(shape) != 2:
+            raise SnapshotError(f"{self.snapshot.path}: tensor {name!r} has shape "
+                                f"{list(shape)}; int8 needs a matrix [N, K]")
+        return shape[0], shape[1]
+
+    def _quantized(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """``quantize_rows`` of ``name``'s exact f32 values, a block of rows at a time
+        (each row is quantized on its own: the same values as all at once)."""
+        n, k = self._shape(name)
+        q = np.empty((n, k), np.int8)
+        scale = np.empty(n, np.float32)
+        for row in range(0, n, ROWS_PER_CHUNK):
+            stop = min(n, row + ROWS_PER_CHUNK)
+            q_rows, s_rows = self._quantize(self.snapshot.f32_rows(name, row, stop))
+            if q_rows.dtype != np.int8 or s_rows.dtype != np.float32 or \
+                    q_rows.shape != (stop - row, k) or s_rows.shape != (stop - row,):
+                raise SnapshotError(f"quantize_rows gave {q_rows.dtype}{list(q_rows.shape)}, "
+                                    f"{s_rows.dtype}{list(s_rows.shape)} for {stop - row} "
+                                    f"rows of {k}")
+            q[row:stop], scale[row:stop] = q_rows, s_rows
+        return q, scale
+
+    def _metadata(self, name: str, digest: str) -> dict[str, str]:
+        n, k = self._shape(name)
+        return {"format": INT8_FORMAT, "tensor": name, "source_shape": f"{n},{k}",
+                "sha256": digest}
+
+    def _read(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The entry of ``name`` if it verifies, else None (a bad file is deleted)."""
+        path = self.path(name)
+        if not path.is_file():
+            if path.is_dir():  # a directory where the entry goes
+                shutil.rmtree(path, ignore_errors=True)
+            return None
+        try:
+            entry = SafetensorsFile.open(path)
+        except SafetensorsError:
+            path.unlink(missing_ok=True)
+            return None
+        try:
+            n, k = self._shape(name)
+            if entry.names != ["int8", "scale"] or \
+                    (entry.dtype("int8"), entry.shape("int8")) != ("I8", (n, k)) or \
+                    (entry.dtype("scale"), entry.shape("scale")) != ("F32", (n,)):
+                raise SafetensorsError("not this tensor's entry")
+            q, scale = entry.raw("int8"), entry.raw("scale")
+            if entry.metadata != self._metadata(name, _data_digest(q, scale)):
+                raise SafetensorsError("metadata or data hash mismatch")
+        except SafetensorsError:
+            entry.close()
+            path.unlink(missing_ok=True)
+            return None
+        entry.close()  # the views keep the mapping
+        return q, scale
+
+    def _store(self, name: str, q: np.ndarray, scale: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Write the entry of ``name``; the mapped entry (or, if the cache cannot be
+        written, the arrays themselves)."""
+        path = self.path(name)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _sweep_temporaries(path.parent)
+            staging = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-",
+                                            dir=path.parent))
+        except OSError:
+            return q, scale
+        try:
+            staged = staging / path.name
+            write_safetensors(staged, {"int8": ("I8", q), "scale": ("F32", scale)},
+                              self._metadata(name, _data_digest(q, scale)))
+            os.replace(staged, path)
+        except OSError:
+            return q, scale
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return self._read(name) or (q, scale)
+
+
+def _data_digest(q: np.ndarray, scale: np.ndarray) -> str:
+    digest = hashlib.sha256()
+    digest.update(np.ascontiguousarray(q).reshape(-1).view(np.uint8).data)
+    digest.update(np.ascontiguousarray(scale).reshape(-1).view(np.uint8).data)
+    return digest.hexdigest()
+
+
+def _sweep_temporaries(directory: Path) -> None:
+    """Remove the staging directories of writers that are gone (``.tmp-int8-<pid>-*``)."""
+    for path in directory.glob(f"{TMP_PREFIX}*"):
+        pid = path.name[len(TMP_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        except OSError:  # someone else's live process
+            continue

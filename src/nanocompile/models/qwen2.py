@@ -20,6 +20,10 @@ each weight bf16, as the snapshot stores it, followed by the exact
 load 2 bytes per element and widen in registers: the same f32 values, so the
 same bits as the f32 format). Weights the snapshot stores otherwise (f32,
 f16), named in ``wide``, stay f32 weights (widened by the caller).
+
+int8 (spec §5) is not built here: the ``quantize-int8`` pass rewrites the
+projections (and the embedding) of the graph built in either format
+(``compiler.int8_pass``; the compiler runs it before fusion).
 """
 
 from __future__ import annotations

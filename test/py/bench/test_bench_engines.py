@@ -95,3 +95,49 @@ def test_bf16_engines_need_a_bf16_snapshot(tiny_snapshot: Path,
         ENGINES["c-bf16"].build(shared)
     with pytest.raises(EngineUnavailable, match="stores no tensor in bf16"):
         ENGINES["c-bf16"].work(shared)
+
+
+def test_c_int8_is_listed_with_its_own_work(tiny_snapshot: Path) -> None:
+    """c-int8 follows c-bf16; its bytes are its own IR's: per int8 matrix 1 byte per
+    weight and 4 per row scale instead of bf16's 2 per weight (derived here from the
+    shapes), the lookup's row in int8 plus its scale."""
+    names = engines.ALL_ENGINE_NAMES
+    assert names.index("c-int8") == names.index("c-bf16") + 1
+    assert "c-int8" in engines.ENGINE_NAMES
+    assert ENGINES["c-int8"].work_is_own is True
+    assert "kernel A (W8A32)" in ENGINES["c-int8"].description
+    shared = Shared(Snapshot.open(tiny_snapshot))
+    bf16, int8 = ENGINES["c-bf16"].work(shared), ENGINES["c-int8"].work(shared)
+    assert int8.program == "fused-int8"
+    cfg = shared.config
+    shapes = [shared.snapshot.shape(f"model.layers.{i}.{p}.weight")
+              for i in range(cfg.num_hidden_layers)
+              for p in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                        "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
+    shapes.append((cfg.vocab_size, cfg.hidden_size))  # the int8 embedding, as the LM head
+    for past in (0, 16):
+        saved = bf16.decode_bytes(past) - int8.decode_bytes(past)
+        assert saved == sum(n * k - 4 * n for n, k in shapes) + cfg.hidden_size - 4, past
+
+
+@pytest.mark.slow  # two compiles of the tiny int8 model (~4 s): the 3-minute budget
+def test_c_int8_binds_the_cached_int8_weights(tiny_snapshot: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built, c-int8 reads the int8 cache of NANOCOMPILE_HOME and generates the greedy
+    tokens of the API's int8 model (the same program)."""
+    monkeypatch.setenv("NANOCOMPILE_HOME", str(tmp_path))
+    shared = Shared(Snapshot.open(tiny_snapshot), log=lambda line: None)
+    model = ENGINES["c-int8"].build(shared)
+    facts = model.details()  # type: ignore[attr-defined]
+    assert facts["weights"] == "int8"
+    assert facts["quantize"] == engines.INT8_PASS
+    assert facts["int8_quantized_at_build"] == 2 * 7 + 1
+    q = shared.int8_weights["model.layers.0.mlp.up_proj.weight.int8"]
+    assert q.dtype == np.int8
+    assert not q.flags.writeable  # mapped from the cache
+    from bench.run import timed_generation
+    from nanocompile.api import load
+
+    ids = engines.prompt_ids(shared.config, 6)
+    api = load(tiny_snapshot, weights="int8")
+    assert timed_generation(model, ids, 6).tokens == api.engine.greedy(ids, 6)

@@ -127,9 +127,9 @@ def test_every_engine_generated_the_interpreters_tokens(smoke: tuple[Path, str])
         agree = record["payload"]["agreement"]
         assert agree["reference"] == "interp"
         assert agree["of"] == 4
-        if m["engine"] in ("llama-q8_0", "llama-bf16"):  # 8-bit weights; bf16-rounded
-            assert agree["leading_equal"] >= 1  # activations: the first token at least (4 of 4
-            # on the tiny model, seed 0)
+        if m["engine"] in ("llama-q8_0", "llama-bf16", "c-int8"):  # 8-bit weights; bf16-
+            assert agree["leading_equal"] >= 1  # rounded activations: the first token at
+            # least (4 of 4 on the tiny model, seed 0)
         else:
             assert agree["leading_equal"] == 4, m["engine"]
 
@@ -163,6 +163,9 @@ def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
     assert "load average:" in out
     assert "issue 16 goals, machine kind" in out
     assert "issue 17 goals (c-bf16;" in out
+    assert "issue 18 goals (c-int8, int8 kernel A;" in out
+    assert "kernel-B prefill @128 >= 2x faster than llama-q8_0, 1 thr: not judged: kernel B" \
+        in out
     assert f"appended {len(RAN) * 2 * 3} records" in out
 
 
@@ -182,6 +185,9 @@ def test_work_counters_are_the_irs(smoke: tuple[Path, str]) -> None:
     assert work["c-bf16"]["program"] == "fused-bf16"
     assert work["c-bf16"]["launches_per_step"] == work["c-phase4"]["launches_per_step"]
     assert work["c-bf16"]["decode_bytes_per_step"] < work["c-phase4"]["decode_bytes_per_step"]
+    assert work["c-int8"]["own_ir"] is True
+    assert work["c-int8"]["program"] == "fused-int8"
+    assert work["c-int8"]["decode_bytes_per_step"] < work["c-bf16"]["decode_bytes_per_step"]
     for _, m in _measurements(smoke[0]):
         key = "gb_per_s" if m["metric"] == DECODE else "gflop_per_s"
         assert m[key] > 0

@@ -1,4 +1,4 @@
-"""``bench run``'s issue-16 and issue-17 goals (item 4), judged on synthetic measurements.
+"""``bench run``'s issue-16, -17 and -18 goals (item 4), judged on synthetic measurements.
 
 Each goal is checked met and missed, and not judged when its engines or
 thread counts are absent. The per-round values are made up; the expected
@@ -17,13 +17,19 @@ from bench.run import (
     BF16_ENGINE,
     DECODE,
     GOAL_DECODE_NO_SLOWER,
+    INT8_ENGINE,
+    KERNEL_B_NOT_BUILT,
     LLAMA_BF16,
     LLAMA_F32,
+    LLAMA_Q8,
     REFERENCE_ENGINE,
     evaluate_goals,
     evaluate_goals_issue17,
+    evaluate_goals_issue18,
     format_goals,
     format_goals_issue17,
+    format_goals_issue18,
+    leading_agreement,
     paired_factor_test,
     prefill_metric,
     previous_decode,
@@ -301,3 +307,89 @@ def test_bf16_goal_summary_counts_met_and_missed() -> None:
     text = format_goals_issue17(_goals17(measurements))
     assert text.splitlines()[-1] == ("  issue 17: 1 of 2 judged goals met; missed: decode "
                                      "faster than llama-bf16 at 1 thr")
+
+
+# --------------------------------------------------------------------------
+# issue 18
+
+
+def _goals18(measurements: list[dict[str, Any]], threads: tuple[int, ...] = (1,),
+             decode_bytes: int | None = 500_000_000, bandwidth: dict[str, Any] | None = None,
+             tokens: dict[str, list[int]] | None = None) -> dict[str, Any]:
+    return evaluate_goals_issue18(measurements, threads=threads, decode_bytes=decode_bytes,
+                                  bandwidth=bandwidth, tokens=tokens)
+
+
+def test_int8_decode_needs_1_5x_over_llama_q8_0_in_the_sign_test() -> None:
+    int8 = _m(INT8_ENGINE, 1, DECODE, [20.0] * 5)
+    met = _goals18([int8, _m(LLAMA_Q8, 1, DECODE, [30.5, 31.0, 30.1, 40.0, 30.2])])
+    g = met["decode_vs_llama_q8_0"]["1"]
+    assert g["met"] is True
+    assert g["factor"] == 1.5
+    assert g["sign_test"]["wins"] == 5
+    assert g["peer_over_int8"] == pytest.approx(30.5 / 20.0)
+    # 1.45x faster in every round: faster, but not 1.5x
+    missed = _goals18([int8, _m(LLAMA_Q8, 1, DECODE, [29.0] * 5)])
+    assert missed["decode_vs_llama_q8_0"]["1"]["met"] is False
+    text = format_goals_issue18(missed)
+    assert "decode >= 1.5x faster than llama-q8_0, 1 thr: NOT MET" in text
+    assert "medians 20.00 vs 29.00 ms/token: llama-q8_0/c-int8 1.45x; 1.5x faster in 0/5 " \
+        "rounds, p=1.000" in text
+    # 1.5 x 20.0 = 30.0 is a tie: 4 of 4 counted rounds is p = 1/16 > 0.05
+    tie = _goals18([int8, _m(LLAMA_Q8, 1, DECODE, [30.0, 31.0, 31.0, 31.0, 31.0])])
+    assert tie["decode_vs_llama_q8_0"]["1"]["sign_test"]["ties"] == 1
+    assert tie["decode_vs_llama_q8_0"]["1"]["met"] is False
+
+
+def test_int8_decode_roofline_at_80_percent() -> None:
+    bandwidth = {"gbs": {"1": 10.0, "2": 20.0}, "time": "t-probe"}  # 0.5 GB: 50 and 25 ms
+    goals = _goals18([_m(INT8_ENGINE, 1, DECODE, [62.0, 61.0, 63.0]),
+                      _m(INT8_ENGINE, 2, DECODE, [32.0] * 3)], threads=(1, 2),
+                     bandwidth=bandwidth)
+    one, two = goals["decode_roofline"]["1"], goals["decode_roofline"]["2"]
+    assert one["floor_ms"] == pytest.approx(50.0)
+    assert one["fraction_of_roofline"] == pytest.approx(50.0 / 62.0)  # 80.6 %
+    assert one["met"] is True
+    assert one["limit"] == 0.8
+    assert two["floor_ms"] == pytest.approx(25.0)
+    assert two["met"] is False  # 25 / 32 = 78 %
+    text = format_goals_issue18(goals)
+    assert "decode at >= 80% of its bandwidth roofline, 2 thr: NOT MET (32.00 ms/token vs " \
+        "floor 25.00 = 0.500 GB / 20.0 GB/s, probe t-probe: 78%)" in text
+    no_probe = _goals18([_m(INT8_ENGINE, 1, DECODE, [90.0] * 3)])
+    assert no_probe["decode_roofline"]["1"]["met"] is None
+
+
+def test_kernel_b_prefill_is_reported_as_not_built() -> None:
+    goals = _goals18([_m(INT8_ENGINE, 1, DECODE, [20.0] * 5)], threads=(1, 2))
+    for t in ("1", "2"):
+        g = goals["kernel_b_prefill_vs_llama_q8_0"][t]
+        assert g == {"met": None, "reason": KERNEL_B_NOT_BUILT}
+    text = format_goals_issue18(goals)
+    assert "kernel-B prefill @128 >= 2x faster than llama-q8_0, 2 thr: not judged: kernel B " \
+        "(W8A8, integer dot products) is not built yet" in text
+
+
+def test_int8_goals_without_their_engines_are_not_judged() -> None:
+    goals = _goals18([_m(INT8_ENGINE, 1, DECODE, [10.0] * 5)], decode_bytes=None)
+    assert goals["decode_vs_llama_q8_0"]["1"]["met"] is None
+    assert "llama-q8_0" in goals["decode_vs_llama_q8_0"]["1"]["reason"]
+    assert goals["decode_roofline"]["1"]["met"] is None
+    assert goals["tokens_vs_llama_q8_0"] is None
+    text = format_goals_issue18(goals)
+    assert "greedy tokens vs llama-q8_0: not compared" in text
+    assert text.splitlines()[-1] == "  issue 18: 0 of 0 judged goals met"
+
+
+def test_int8_goals_record_the_token_agreement_with_llama_q8_0() -> None:
+    tokens = {INT8_ENGINE: [5, 6, 7, 8], LLAMA_Q8: [5, 6, 9, 8], "numpy": [1]}
+    assert leading_agreement(tokens, INT8_ENGINE, LLAMA_Q8) == {
+        "engines": [INT8_ENGINE, LLAMA_Q8], "leading_equal": 2, "of": 4}
+    assert leading_agreement(tokens, INT8_ENGINE, "torch") is None
+    assert leading_agreement({"a": [1, 2], "b": [1, 2, 3]}, "a", "b")["leading_equal"] == 2
+    measurements = [_m(INT8_ENGINE, 1, DECODE, [10.0] * 5), _m(LLAMA_Q8, 1, DECODE, [20.0] * 5)]
+    goals = _goals18(measurements, tokens=tokens)
+    assert goals["tokens_vs_llama_q8_0"]["leading_equal"] == 2
+    text = format_goals_issue18(goals)
+    assert "greedy tokens vs llama-q8_0: the first 2 of 4 agree" in text
+    assert text.splitlines()[-1] == "  issue 18: 1 of 1 judged goals met"
