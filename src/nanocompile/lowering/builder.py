@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import loop
 from nanocompile.ir.symbolic import Expr
@@ -149,8 +150,10 @@ class KernelBuilder:
 
     def reduction_loop_multi(self, name: str, extent: Expr, inits: Sequence[SSAValue],
                              step: Callable[[SSAValue, list[SSAValue]], list[SSAValue]],
-                             lanes: int | None = None) -> list[SSAValue]:
-        """Like ``reduction_loop`` with several independent accumulators in one loop."""
+                             lanes: int | None = None,
+                             order: loop.LaneOrder | None = None) -> list[SSAValue]:
+        """Like ``reduction_loop`` with several independent accumulators in one
+        loop (``order``: a lanes loop with that tree and tail)."""
         ub = self.expr(extent)
         inner = Block(arg_types=[IndexType(), *[v.type for v in inits]])
         outer_builder = self.builder
@@ -158,7 +161,12 @@ class KernelBuilder:
         nxt = step(inner.args[0], list(inner.args[1:]))
         self.builder.insert(loop.YieldOp(*nxt))
         self.builder = outer_builder
-        op = loop.ForOp(name, self.index(0), ub, inner, list(inits), lanes=lanes)
+        if order is not None:
+            op = loop.ForOp(name, self.index(0), ub, inner, list(inits), lanes=order.lanes,
+                            tree=None if order.halving else order.tree,
+                            tail=None if order.tail == order.lanes else order.tail)
+        else:
+            op = loop.ForOp(name, self.index(0), ub, inner, list(inits), lanes=lanes)
         self.builder.insert(op)
         return list(op.res)
 
@@ -225,6 +233,59 @@ make the rounding error grow with ``K / 16`` terms per chain, not ``K``."""
 def emit_fma(kb: KernelBuilder, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:
     """``a * b + c`` rounded once (``math.fma``)."""
     return kb.op(math.FmaOp(a, b, c))
+
+
+BLOCKS32 = loop.LaneOrder(32, (3, 4, 2, 0, 1), 8)
+"""spec §5 kernel A's order (``graph.matmul ... order = "blocks32"``) over the
+first ``K8 = K - K mod 8`` values of ``k``: lane ``8a + l`` is lane ``l`` of
+accumulator ``c_a``, so a block of 32 is four chains of 8; the groups of 8
+after the last whole block go into ``c0`` (tail 8); the tree ``[3, 4, 2, 0,
+1]`` is ``v = (c0 + c1) + (c2 + c3)``, ``s_i = v[i] + v[i + 4]``, ``(s0 + s1)
++ (s2 + s3)``. The last ``K mod 8`` terms follow one by one, multiplied and
+then added (``emit_matmul_sums``)."""
+
+BLOCKS32_GROUP = 8
+
+
+def emit_matmul_sums(kb: KernelBuilder, order: str | None, extent: Expr, count: int,
+                     operands: Callable[[SSAValue, int], tuple[SSAValue, SSAValue]],
+                     name: str = "k",
+                     scope: Callable[[Callable[..., list[SSAValue]]],
+                                     Callable[..., list[SSAValue]]] = lambda fn: fn
+                     ) -> list[SSAValue]:
+    """``count`` sums over ``k < extent`` of ``a * b``, sum ``i``'s pair being
+    ``operands(k, i)`` (which emits their loads at ``k``), from +0.0, in the
+    order of the matmuls: the default (``order`` None: a lanes loop of
+    ``MATMUL_LANES`` FMA chains) or ``"blocks32"`` (``BLOCKS32``, then the
+    last ``K mod 8`` terms unrolled, ``acc + a * b``: ``K`` must be a
+    constant). ``scope`` wraps the code of each ``k`` (a fused region's memo
+    scope: what one ``k`` loads serves every sum at that ``k``)."""
+    @scope
+    def step(k: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
+        return [emit_fma(kb, *operands(k, i), acc) for i, acc in enumerate(accs)]
+
+    inits = [kb.const(0.0, "f32") for _ in range(count)]
+    if order is None:
+        return kb.reduction_loop_multi(name, extent, inits, step, MATMUL_LANES)
+    if order != "blocks32":
+        raise PassFailedException(f"lower-graph-to-loop: graph.matmul: no lowering for "
+                                  f"order \"{order}\"")
+    if not extent.is_const:
+        raise PassFailedException(
+            f"lower-graph-to-loop: graph.matmul order \"blocks32\" needs a constant K "
+            f"(spec §5's blocks of 32 columns), got K = {extent}")
+    k = extent.const_value
+    whole = k - k % BLOCKS32_GROUP
+    sums = kb.reduction_loop_multi(name, Expr.const(whole), inits, step, order=BLOCKS32)
+
+    @scope
+    def tail(t: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:  # multiply, then add
+        return [kb.op(arith.AddfOp(acc, kb.op(arith.MulfOp(*operands(t, i)))))
+                for i, acc in enumerate(accs)]
+
+    for t in range(whole, k):
+        sums = tail(kb.index(t), sums)
+    return sums
 
 
 def emit_less_equal(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:

@@ -9,8 +9,9 @@ per concat operand) and applies elementwise ops, memoized per (value, index)
 within the enclosing loop scope. Row-invariant values (shaped like the
 result with a last axis of 1: reductions and what is computed from them) are
 computed once per row, before the last-axis loop. Matmuls accumulate over
-``k`` in the unfused kernel's order (a lanes loop of ``MATMUL_LANES`` FMA
-chains), all of a region's matmuls in one ``k`` loop.
+``k`` in the unfused kernel's order (``emit_matmul_sums``: by default a lanes
+loop of ``MATMUL_LANES`` FMA chains, or the order the matmul states), the
+region's matmuls of one order in one ``k`` loop.
 
 Every value is computed by the same scalar operation as the unfused kernel of
 its primitive, in the same order: fused and unfused programs agree bitwise.
@@ -37,8 +38,8 @@ from nanocompile.lowering.builder import (
     emit_accumulate,
     emit_binary,
     emit_cast,
-    emit_fma,
     emit_less_equal,
+    emit_matmul_sums,
     emit_unary,
     identity,
 )
@@ -51,6 +52,7 @@ _UNARY: dict[type[Operation], str] = {g.NegOp: "neg", g.ExpOp: "exp", g.SqrtOp: 
 _REDUCE: dict[type[Operation], str] = {g.ReduceSumOp: "sum", g.ReduceMaxOp: "max"}
 _VIEWS = (g.PermuteOp, g.BroadcastOp, g.SliceOp, g.ReshapeOp)  # read through by index
 
+WIDENED = ("bf16", "i8")  # weight data a cast widens exactly to f32 where it is read
 Key = tuple[SSAValue, tuple[SSAValue, ...]]
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,11 +61,11 @@ R = TypeVar("R")
 def argument_footprint(arg: SSAValue, layout: Layout) -> Layout:
     """The part of a region argument the kernel reads: follow a single chain of
     view-expressible index ops (a sliced last row reads one row); a gather
-    table reads one row per id. The widening of bf16 to f32 reads each element
-    where it is read, so the chain goes on through it."""
+    table reads one row per id. The widening of bf16 or i8 to f32 reads each
+    element where it is read, so the chain goes on through it."""
     while (use := arg.get_unique_use()) is not None:  # a loop: view chains may be long
         user = use.operation
-        if isinstance(user, g.CastOp) and g.tensor_type(arg).dtype.data == "bf16":
+        if isinstance(user, g.CastOp) and g.tensor_type(arg).dtype.data in WIDENED:
             arg = user.result
             continue
         if isinstance(user, g.GatherOp) and use.index == 0:
@@ -294,24 +296,26 @@ class RegionEmitter:
         return self.kb.reduction_loop("k", src_type.dims[axis], init, step, lanes)
 
     def matmuls(self, ops: Sequence[g.MatmulOp], idx: list[SSAValue]) -> list[SSAValue]:
-        """All ``ops`` at ``idx`` = [batch..., m, n], in one lanes k loop."""
+        """All ``ops`` at ``idx`` = [batch..., m, n]: one k loop per reduction
+        order (``emit_matmul_sums``), the matmuls of one order sharing it."""
         batch = len(idx) - 2
-        inits = [self.kb.const(0.0, "f32") for _ in ops]
+        groups: dict[str | None, list[g.MatmulOp]] = {}
+        for op in ops:
+            groups.setdefault(op.order_name, []).append(op)
+        sums: dict[g.MatmulOp, SSAValue] = {}
+        for n, (order, group) in enumerate(groups.items()):
+            def operands(k: SSAValue, i: int, group: list[g.MatmulOp] = group
+                         ) -> tuple[SSAValue, SSAValue]:
+                return (self.emit(group[i].lhs, [*idx[:batch], idx[batch], k]),
+                        self.emit(group[i].rhs, [*idx[:batch], k, idx[batch + 1]]))
 
-        @self.scoped
-        def step(k: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
-            out = []
-            for op, acc in zip(ops, accs, strict=True):
-                a = self.emit(op.lhs, [*idx[:batch], idx[batch], k])
-                b = self.emit(op.rhs, [*idx[:batch], k, idx[batch + 1]])
-                out.append(emit_fma(self.kb, a, b, acc))
-            return out
-
-        results = self.kb.reduction_loop_multi("k", g.tensor_type(ops[0].lhs).dims[-1], inits,
-                                               step, MATMUL_LANES)
-        for op, r in zip(ops, results, strict=True):
-            self.scopes[-1][(op.result, tuple(idx))] = r
-        return results
+            results = emit_matmul_sums(self.kb, order, g.tensor_type(group[0].lhs).dims[-1],
+                                       len(group), operands, "k" if n == 0 else f"k{n}",
+                                       self.scoped)
+            for op, r in zip(group, results, strict=True):
+                self.scopes[-1][(op.result, tuple(idx))] = r
+                sums[op] = r
+        return [sums[op] for op in ops]
 
 
 def reshape_index(kb: KernelBuilder, idx: list[SSAValue], result: Sequence[Expr],

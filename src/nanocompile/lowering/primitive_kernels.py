@@ -26,8 +26,8 @@ from nanocompile.lowering.builder import (
     emit_accumulate,
     emit_binary,
     emit_cast,
-    emit_fma,
     emit_less_equal,
+    emit_matmul_sums,
     emit_unary,
     identity,
 )
@@ -145,22 +145,30 @@ def build_matmul(symbols: Sequence[str], spec: TensorSpec,
                  layouts: Sequence[Layout]) -> loop.KernelOp:
     """``out[..., m, n] = sum_k a[..., m, k] * b[..., k, n]``: a lanes loop of
     ``MATMUL_LANES`` FMA chains over ``k`` (``loop.ForOp``), whatever the layouts."""
-    a, b = layouts
-    kb = _new(symbols, spec, [(spec.dtype, a), (spec.dtype, b)])
-    batch = len(spec.shape) - 2
+    return matmul_builder(None)(symbols, spec, layouts)
 
-    def body(ivs: list[SSAValue]) -> None:
-        init = kb.const(0.0, "f32")
 
-        def step(k: SSAValue, acc: SSAValue) -> SSAValue:
-            x = kb.load(1, [*ivs[:batch], ivs[batch], k])
-            y = kb.load(2, [*ivs[:batch], k, ivs[batch + 1]])
-            return emit_fma(kb, x, y, acc)
+def matmul_builder(order: str | None) -> Builder:
+    """``build_matmul`` for a matmul summing ``k`` in ``order`` (a key of the
+    graph dialect's ``MATMUL_ORDERS``, None: the default; ``emit_matmul_sums``)."""
+    def build(symbols: Sequence[str], spec: TensorSpec,
+              layouts: Sequence[Layout]) -> loop.KernelOp:
+        a, b = layouts
+        kb = _new(symbols, spec, [(spec.dtype, a), (spec.dtype, b)])
+        batch = len(spec.shape) - 2
 
-        kb.store(kb.reduction_loop("k", a.shape[-1], init, step, MATMUL_LANES), 0, ivs)
+        def body(ivs: list[SSAValue]) -> None:
+            def operands(k: SSAValue, _: int) -> tuple[SSAValue, SSAValue]:
+                return (kb.load(1, [*ivs[:batch], ivs[batch], k]),
+                        kb.load(2, [*ivs[:batch], k, ivs[batch + 1]]))
 
-    kb.loop_nest(spec.shape, body)
-    return kb.finish("matmul")
+            (total,) = emit_matmul_sums(kb, order, a.shape[-1], 1, operands)
+            kb.store(total, 0, ivs)
+
+        kb.loop_nest(spec.shape, body)
+        return kb.finish("matmul")
+
+    return build
 
 
 def build_gather(ids_dtype: str) -> Builder:

@@ -16,7 +16,8 @@ Which ops go where (walking the graph from its outputs back):
 * the exact widening of bf16 data to f32 (a ``graph.cast`` of a bf16 weight)
   is never stored either: every region that reads the value widens it as it
   loads it (a matmul's k loop loads bf16 and widens in registers), so the
-  weight is read at 2 bytes per element. It is not index-computable (an op
+  weight is read at 2 bytes per element (the same for an i8 weight's exact
+  widening: 1 byte per element). It is not index-computable (an op
   computed from it is stored as usual);
 * a compute op joins the region of its consumers when they are all in one
   region and it can be computed there without repeating work:
@@ -279,8 +280,10 @@ def _feeds_reduction(paths: list[Path]) -> bool:
 
 def is_widening(op: Operation) -> bool:
     """The exact bf16 -> f32 cast (bf16 is a storage type: a bf16 value is data
-    read from memory, through index-only ops at most)."""
-    return isinstance(op, g.CastOp) and g.tensor_type(op.operand).dtype.data == "bf16"
+    read from memory, through index-only ops at most), or the exact i8 -> f32
+    one (int8 weights, spec §5)."""
+    return (isinstance(op, g.CastOp) and g.tensor_type(op.operand).dtype.data in ("bf16", "i8")
+            and op.result.type.dtype.data == "f32")
 
 
 def _is_scalar_const(op: Operation) -> bool:

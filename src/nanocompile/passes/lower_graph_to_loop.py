@@ -53,10 +53,10 @@ from nanocompile.lowering.primitive_kernels import (
     build_dim,
     build_gather,
     build_iota,
-    build_matmul,
     build_reduce,
     build_select,
     build_unary,
+    matmul_builder,
 )
 
 
@@ -267,7 +267,7 @@ _COMPUTE: dict[type[Operation], tuple[str, Callable[[Any], Builder]]] = {
     g.ReduceSumOp: ("reduce_sum", lambda op: build_reduce("sum", op.axis.data)),
     g.ReduceMaxOp: ("reduce_max", lambda op: build_reduce("max", op.axis.data)),
     g.ConcatOp: ("concat", lambda op: build_concat(op.axis.data)),
-    g.MatmulOp: ("matmul", lambda op: build_matmul),
+    g.MatmulOp: ("matmul", lambda op: matmul_builder(op.order_name)),
     g.GatherOp: ("gather", lambda op: build_gather(_dtype(op.ids))),
     g.IotaOp: ("iota", lambda op: build_iota(op.axis.data)),
     g.DimOp: ("dim", lambda op: build_dim(op.expr.data)),

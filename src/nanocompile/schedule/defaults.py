@@ -18,7 +18,13 @@ are all refused (or that has none) stays unscheduled.
   ``rows + columns`` vectors for ``rows * columns`` FMAs) and run the column
   tiles on the pool; at one row (decode) only the leftover-row copy runs,
   ``columns`` results per ``x`` load. Without the row jam if it is refused;
-  ``MATMUL_TILES``: the tile per arch, sized to its vector registers;
+  ``MATMUL_TILES``: the tile per arch, sized to its vector registers. ``k``
+  is vectorized by the widest vector its order allows (``k_width``): spec
+  §5 kernel A's 32 lanes (``graph.matmul ... order = "blocks32"``) only by 8
+  (its tree adds the four accumulators of 8 lanes first), four vectors per
+  sum, so its tile is ``WIDE_TILES``'s; its lanes loop has a tail (the groups
+  of 8 after the last block of 32), which vectorized becomes a second loop,
+  so it is privatized first and vectorized after;
 * **other matmuls** (attention: scores and context): vectorize ``k`` when its
   loads are contiguous (scores: ``q . k`` over the head dim), else the last
   result dim (context: ``k`` runs down a column of ``V``; each lane of the
@@ -39,6 +45,7 @@ from dataclasses import dataclass
 
 from nanocompile.dialects import loop, sched
 from nanocompile.schedule.primitives import _const
+from nanocompile.schedule.vectorize import WIDTHS
 from nanocompile.targets.arch import Arch, host_arch
 
 
@@ -64,6 +71,22 @@ class MatmulTile:
 # (AVX2 code on the Xeon, not on an AVX2-only Zen 3: its tile is still to be measured there.)
 MATMUL_TILES = {"avx2": MatmulTile(2, 4), "avx512": MatmulTile(6, 4)}
 
+# A sum of four vectors: spec §5 kernel A's order (lanes 32, its tree combining
+# vectors of 8 first: 8 lanes on both archs, four ymm accumulators per sum), per
+# arch and sums per column (gate/up: 2). The jam's splits need 2 rows and 2
+# columns at least; rows x columns x sums x 4 accumulators against 16 ymm
+# registers (AVX2) or 32 (AVX-512VL). Measured on the Xeon (1 thread, warm cache,
+# kernel ms, min of 15; AVX2 code built for a 16-register CPU, -march=haswell):
+#   avx512, 1 sum    2x2           3x2           4x2           2x4
+#   896x4864   1 row 0.286  64: 12.8  0.277  10.8  0.287  10.9  0.447  10.6
+#   4864x896   1 row 0.334  64: 15.8  0.277  12.5  0.249  12.2  0.231  10.2
+#   avx2, 1 sum      2x2           1x2 (no row jam)  2x4
+#   896x4864   1 row 0.258  64: 17.6  0.365  23.0     0.265  13.8
+#   4864x896   1 row 0.268  64: 14.0  0.390  16.8     0.363  17.6
+#   gate/up 896x4864 (2 sums): 2x2 avx512 0.563 / 24.6, 3x2 0.745 / 31.6; avx2 2x2 0.760 / 33.8
+WIDE_TILES = {("avx2", 1): MatmulTile(2, 2), ("avx512", 1): MatmulTile(3, 2),
+              ("avx2", 2): MatmulTile(2, 2), ("avx512", 2): MatmulTile(2, 2)}
+
 
 def _extent(for_op: loop.ForOp) -> int | None:
     """The constant trip count of a loop from 0, if it has one."""
@@ -87,12 +110,6 @@ def _has_k(for_op: loop.ForOp) -> bool:
                for op in for_op.body.block.ops)
 
 
-def _lanes_k(for_op: loop.ForOp) -> bool:
-    """``for_op`` holds the lanes loop ``k`` (a matmul's reduction)."""
-    return any(isinstance(op, loop.ForOp) and op.loop_name.data == "k" and op.lanes is not None
-               for op in for_op.body.block.ops)
-
-
 ROW_BLOCK_BYTES = 1 << 20
 """The rows of ``x`` a projection's column tiles sweep before moving on: about
 this many bytes, so they stay in L2 while every column tile reads them (rows
@@ -113,6 +130,34 @@ def _row_block(for_op: loop.ForOp, rows: int) -> int | None:
     return block if block <= 128 else None
 
 
+def _k_loop(for_op: loop.ForOp) -> loop.ForOp | None:
+    """The lanes loop ``k`` directly in ``for_op``, if there is one."""
+    for op in for_op.body.block.ops:
+        if isinstance(op, loop.ForOp) and op.loop_name.data == "k" and op.lanes is not None:
+            return op
+    return None
+
+
+def k_width(for_op: loop.ForOp, arch: Arch) -> int | None:
+    """The widest vector (at most the arch's) whose lanes the order of the lanes
+    loop ``k`` in ``for_op`` allows (``LaneOrder.vector_split``); None if none."""
+    k = _k_loop(for_op)
+    order = None if k is None else k.lane_order
+    if order is None:
+        return None
+    return next((w for w in sorted(WIDTHS, reverse=True)
+                 if w <= arch.f32_lanes and order.vector_split(w)), None)
+
+
+def _tail_order(for_op: loop.ForOp) -> bool:
+    """The lanes loop ``k`` has a tail: vectorized it may become two loops (the
+    groups after the whole blocks), which ``privatize`` cannot jam, so it is
+    privatized first."""
+    k = _k_loop(for_op)
+    order = None if k is None else k.lane_order
+    return order is not None and order.tail != order.lanes
+
+
 def _lanes_sums(for_op: loop.ForOp) -> int:
     """How many values the lanes loop ``k`` in ``for_op`` carries."""
     return max(len(op.inits) for op in for_op.body.block.ops
@@ -128,12 +173,112 @@ def _parallel_outer(nest: list[loop.ForOp], min_chunk: int) -> sched.Parallel | 
     return None
 
 
+def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chunk: int,
+                           tile: MatmulTile | None, parallel: sched.Parallel | None
+                           ) -> list[list[sched.Directive]]:
+    """The candidates of a kernel whose last result loop holds the lanes loop
+    ``k``, vectorized by ``kw`` (module docstring: projections)."""
+    last = nest[-1].loop_name.data
+    sums = _lanes_sums(nest[-1])  # gate/up: two sums per column share x
+    wide = _k_vectors(nest[-1], kw) == 4
+    if tile is not None:
+        jam = tile
+    elif wide:
+        jam = WIDE_TILES[(arch.name, min(sums, 2))]
+    else:
+        jam = MATMUL_TILES[arch.name]
+        if sums > 1 and jam.columns >= 4:
+            jam = MatmulTile(jam.rows, jam.columns // sums)
+    cols_o, cols_i = f"{last}o", f"{last}i"
+    columns = [sched.Split(last, jam.columns, cols_o, cols_i, peel=True)]
+    grain = sched.Parallel(cols_o, max(1, min_chunk // jam.columns))
+    vec, priv = sched.Vectorize, sched.Privatize
+    jam_first = _tail_order(nest[-1])
+    vectorized: list[sched.Directive] = [vec("k", kw), vec("k_tail", kw)]
+    candidates: list[list[sched.Directive]] = []
+    if len(nest) == 2:  # rows x columns: jam jam.rows rows too (prefill)
+        rows = nest[0].loop_name.data
+        block = _row_block(nest[-1], jam.rows)
+        decode = max(jam.columns, DECODE_COLUMNS // sums)
+        if wide and decode % jam.columns == 0:
+            candidates += _decode_wide(last, rows, block, jam, decode, kw, min_chunk)
+        jammed: list[sched.Directive] = [priv("k"), priv("k"),  # columns, then rows
+                                         priv("k_tail")]  # the leftover rows: columns only
+        tiles: list[sched.Directive] = [
+            *(jammed + vectorized if jam_first else vectorized + jammed), grain]
+        if block is not None:  # long rows: blocks of rows that stay in L2
+            candidates.append([
+                sched.Split(rows, block, f"{rows}b", f"{rows}r"), *columns,
+                sched.Reorder((cols_o, f"{rows}r")),
+                sched.Split(f"{rows}r", jam.rows, f"{rows}o", f"{rows}i", peel=True),
+                *tiles])
+        candidates.append([
+            *columns,
+            sched.Reorder((cols_o, rows)),  # a tile of W serves every row
+            sched.Split(rows, jam.rows, f"{rows}o", f"{rows}i", peel=True),
+            *tiles])
+    one: list[sched.Directive] = [priv("k"), vec("k", kw)] if jam_first \
+        else [vec("k", kw), priv("k")]
+    candidates.append([*columns, *one, grain])
+    if parallel is not None and parallel.loop != last:
+        candidates.append([vec("k", kw), parallel])
+    return candidates
+
+
+DECODE_COLUMNS = 16
+"""Output columns (sums) the leftover rows of a four-vector projection jam:
+at one row (decode) a kernel-A projection is a read of its int8 weight
+through ``vpmovsxbd``, and on the Xeon a single such stream reads DRAM at
+5.0 GB/s (a plain 64-bit load stream 9.2, the probe's bandwidth 12.8).
+896x4864, weights evicted, kernel ms (medians, 1 / 2 threads): 2 weight rows
+at once 0.79 (5.5 GB/s) / 0.44; 16 rows 0.58 (7.5 GB/s) / 0.36 (12.1 GB/s);
+32 rows 0.53 / 0.55 (no gain from the second thread)."""
+
+
+def _decode_wide(last: str, rows: str, block: int | None, jam: MatmulTile, decode: int,
+                 kw: int, min_chunk: int) -> list[list[sched.Directive]]:
+    """The row jam of ``jam`` inside column tiles of ``decode`` columns whose
+    leftover rows jam all ``decode`` columns: tiles of ``decode`` columns
+    (``<last>o``) split into ``jam.columns`` (``<last>mo``, ``<last>i``), rows
+    inside the tiles, split by ``jam.rows`` (the leftover rows peeled), the
+    column pairs outside the row tile; ``k`` jams ``<last>i`` then the rows,
+    ``k_tail`` ``<last>i_tail`` then ``<last>mo_tail``; privatized first, then
+    vectorized (the tail's groups loop); the tiles on the pool. With long rows
+    the same in blocks of rows."""
+    tile_o, tile_m, pair, cols_i = f"{last}o", f"{last}m", f"{last}mo", f"{last}i"
+    vec, priv, split = sched.Vectorize, sched.Privatize, sched.Split
+    columns: list[sched.Directive] = [split(last, decode, tile_o, tile_m, peel=True),
+                                      split(tile_m, jam.columns, pair, cols_i, peel=True)]
+    body: list[sched.Directive] = [
+        priv("k"), priv("k"), priv("k_tail"), priv("k_tail"), vec("k", kw), vec("k_tail", kw),
+        sched.Parallel(tile_o, max(1, min_chunk // decode))]
+
+    def rows_in_tiles(inner: str) -> list[sched.Directive]:
+        return [sched.Reorder((tile_o, inner)),
+                split(inner, jam.rows, f"{rows}o", f"{rows}i", peel=True),
+                sched.Reorder((pair, f"{rows}i"))]
+
+    out = [[*columns, *rows_in_tiles(rows), *body]]
+    if block is not None:  # long rows: blocks of rows that stay in L2
+        out.insert(0, [split(rows, block, f"{rows}b", f"{rows}r"), *columns,
+                       *rows_in_tiles(f"{rows}r"), *body])
+    return out
+
+
+def _k_vectors(for_op: loop.ForOp, width: int) -> int:
+    """Vectors of ``width`` lanes per sum of the lanes loop ``k`` in ``for_op``."""
+    k = _k_loop(for_op)
+    assert k is not None
+    assert k.lanes is not None
+    return k.lanes.data // width
+
+
 def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
                       min_chunk: int = 16, tile: MatmulTile | None = None
                       ) -> list[list[sched.Directive]]:
     """Candidate directive lists for ``kernel``, best first (may be empty);
     ``tile``: the projections' register tile (default: the arch's in
-    ``MATMUL_TILES``)."""
+    ``MATMUL_TILES``, or ``WIDE_TILES`` for sums of four vectors)."""
     arch = host_arch() if arch is None else arch
     nest = _result_nest(kernel)
     if not nest:
@@ -143,38 +288,9 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
     candidates: list[list[sched.Directive]] = []
     if _has_k(nest[-1]):
         parallel = _parallel_outer(nest, min_chunk)
-        if arch.vector and _lanes_k(nest[-1]):
-            jam = MATMUL_TILES[arch.name] if tile is None else tile
-            sums = _lanes_sums(nest[-1])  # gate/up: two sums per column share x
-            if sums > 1 and tile is None and jam.columns >= 4:
-                jam = MatmulTile(jam.rows, jam.columns // sums)
-            cols_o, cols_i = f"{last}o", f"{last}i"
-            columns = [sched.Split(last, jam.columns, cols_o, cols_i, peel=True)]
-            grain = sched.Parallel(cols_o, max(1, min_chunk // jam.columns))
-            if len(nest) == 2:  # rows x columns: jam jam.rows rows too (prefill)
-                rows = nest[0].loop_name.data
-                tiles: list[sched.Directive] = [
-                    sched.Vectorize("k", lanes), sched.Vectorize("k_tail", lanes),
-                    sched.Privatize("k"), sched.Privatize("k"),  # columns, then rows
-                    sched.Privatize("k_tail"),  # the leftover rows: columns only
-                    grain,
-                ]
-                block = _row_block(nest[-1], jam.rows)
-                if block is not None:  # long rows: blocks of rows that stay in L2
-                    candidates.append([
-                        sched.Split(rows, block, f"{rows}b", f"{rows}r"), *columns,
-                        sched.Reorder((cols_o, f"{rows}r")),
-                        sched.Split(f"{rows}r", jam.rows, f"{rows}o", f"{rows}i", peel=True),
-                        *tiles])
-                candidates.append([
-                    *columns,
-                    sched.Reorder((cols_o, rows)),  # a tile of W serves every row
-                    sched.Split(rows, jam.rows, f"{rows}o", f"{rows}i", peel=True),
-                    *tiles])
-            candidates.append([*columns, sched.Vectorize("k", lanes), sched.Privatize("k"),
-                               grain])
-            if parallel is not None and parallel.loop != last:
-                candidates.append([sched.Vectorize("k", lanes), parallel])
+        kw = k_width(nest[-1], arch) if arch.vector else None
+        if kw is not None:
+            candidates += _projection_candidates(nest, kw, arch, min_chunk, tile, parallel)
         if arch.vector and parallel is not None and parallel.loop != last:
             candidates.append([sched.Vectorize(last, lanes), parallel])
         if parallel is not None:

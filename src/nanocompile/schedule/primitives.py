@@ -8,7 +8,7 @@ a primitive that raises has left the kernel exactly as it was.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntAttr, IntegerAttr, StringAttr
@@ -154,6 +154,30 @@ def _const(value: SSAValue) -> int | None:
     owner = value.owner
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return int(owner.value.value.data)
+    return None
+
+
+_FOLD: dict[type[Operation], Callable[[int, int], int]] = {
+    arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
+    arith.MuliOp: lambda a, b: a * b}
+
+
+def folded_const(value: SSAValue) -> int | None:
+    """``value`` when it is index arithmetic (add, sub, mul, a division of
+    non-negative values) of constants only, e.g. ``split``'s tile count
+    ``(ub - lb) / f`` of constant bounds; None otherwise."""
+    c = _const(value)
+    owner = value.owner
+    if c is not None or not isinstance(owner, Operation) or len(owner.operands) != 2:
+        return c
+    a, b = (folded_const(v) for v in owner.operands)
+    if a is None or b is None:
+        return None
+    fold = _FOLD.get(type(owner))
+    if fold is not None:
+        return fold(a, b)
+    if isinstance(owner, arith.DivSIOp) and a >= 0 and b > 0:
+        return a // b
     return None
 
 

@@ -29,11 +29,11 @@ from nanocompile.schedule.primitives import (
     NestedParallel,
     NotPerfectlyNested,
     ScheduleError,
-    _const,
     _depends_on,
     check_no_own_reads,
     clone_ops,
     find_loop,
+    folded_const,
 )
 
 MAX_COPIES = 32
@@ -59,7 +59,7 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
     if not isinstance(outer, loop.ForOp):
         raise NotPerfectlyNested(f"{where}: the loop is not nested in another loop")
     outer_name = outer.loop_name.data
-    lo, hi = _const(outer.lb), _const(outer.ub)
+    lo, hi = folded_const(outer.lb), folded_const(outer.ub)
     if lo is None or hi is None:
         raise DynamicTripCount(f"{where}: loop '{outer_name}' around it has no constant "
                                "trip count (split it first)")
@@ -114,8 +114,8 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
         assert isinstance(last, loop.YieldOp)
         yielded += [mapping.get(v, v) for v in last.values]
     jammed.add_op(loop.YieldOp(*yielded))
-    new = loop.ForOp(name, inner.lb, inner.ub, jammed, inits, inner.step.data,
-                     None if inner.lanes is None else inner.lanes.data)
+    new = loop.ForOp(name, inner.lb, inner.ub, jammed, inits, inner.step.data)
+    inner.copy_order_to(new)  # a lanes loop keeps its lanes, tree and tail
     setup.add_op(new)
     for t, mapping in enumerate(maps):
         for j, res in enumerate(inner.res):

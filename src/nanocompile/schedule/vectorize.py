@@ -33,7 +33,9 @@ A lane-varying load of bf16 data is vectorized when its every use is the
 exact widening ``arith.extf`` to f32: a ``vector<Wxbf16>`` load (``W`` bf16
 bit patterns) and one ``arith.extf`` of the vector, whose lane ``l`` is the
 scalar widening of element ``l`` (the C target: zero-extend to 32 bits,
-shift left by 16).
+shift left by 16). A lane-varying load of i8 data (int8 weights) likewise
+when its every use is ``arith.sitofp`` to f32: a ``vector<Wxi8>`` load and a
+``loop.vsitofp`` (the C target: sign-extend to 32 bits, convert exactly).
 """
 
 from __future__ import annotations
@@ -43,10 +45,11 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import IndexType, IntegerAttr, VectorType, bf16, f32
+from xdsl.dialects.builtin import IndexType, IntegerAttr, VectorType, bf16, f32, i8
 from xdsl.ir import Block, Operation, SSAValue
 
 from nanocompile.dialects import loop
+from nanocompile.dialects.loop.vector import halving_tree, lane_bits
 from nanocompile.schedule.primitives import (
     CarriesValues,
     NameTaken,
@@ -102,9 +105,15 @@ class NoVectorForm(NotVectorizable):
 
 
 class RaggedLanes(NotVectorizable):
-    """A lanes loop whose trip count is not a known multiple of its lanes (or
-    whose lanes the width does not divide): the vectors would not hold whole
-    lane groups."""
+    """A lanes loop whose trip count is not a known multiple of its lanes (of
+    its tail's lanes, when it has a tail), or whose lanes the width does not
+    divide: the vectors would not hold whole lane groups."""
+
+
+class LanesTree(NotVectorizable):
+    """A lanes loop whose tree does not combine the vectors of ``width``
+    lanes first (its first bits must be the bits that select a vector), or
+    whose tail's groups are narrower than a vector."""
 
 
 @dataclass(frozen=True)
@@ -121,13 +130,18 @@ _FLOAT_UNARY = (arith.NegfOp, xmath.ExpOp, xmath.SqrtOp, xmath.SinOp, xmath.CosO
 
 
 def _is_widening(op: Operation) -> bool:
-    """The exact bf16 -> f32 ``arith.extf``."""
-    return isinstance(op, arith.ExtFOp) and op.input.type == bf16 and op.result.type == f32
+    """The exact bf16 -> f32 ``arith.extf``, or the exact i8 -> f32 ``arith.sitofp``."""
+    if isinstance(op, arith.ExtFOp):
+        return op.input.type == bf16 and op.result.type == f32
+    return isinstance(op, arith.SIToFPOp) and op.input.type == i8 and op.result.type == f32
 
 
 def _only_widened(value: SSAValue) -> bool:
-    """Every use of ``value`` (a bf16 load) widens it to f32."""
+    """Every use of ``value`` (a bf16 or i8 load) widens it to f32."""
     return all(_is_widening(use.operation) for use in value.uses)
+
+
+WIDENED = ("bf16", "i8")  # data a lane-varying load may read, when only widened
 
 
 def known_divisor(value: SSAValue) -> int:
@@ -184,12 +198,12 @@ class _Analysis:
             if self.access(op, op.ptr, op.indices, op.stride_exprs) is not None:
                 ptr = op.ptr.type
                 assert isinstance(ptr, loop.PtrType)
-                if ptr.dtype.data != "f32" and not (ptr.dtype.data == "bf16"
+                if ptr.dtype.data != "f32" and not (ptr.dtype.data in WIDENED
                                                     and _only_widened(op.result)):
                     raise NoVectorForm(f"{self.where}: a lane-varying load of "
                                        f"{ptr.dtype.data} data" + (
                                            " used other than widened to f32"
-                                           if ptr.dtype.data == "bf16" else ""))
+                                           if ptr.dtype.data in WIDENED else ""))
                 self.varying.add(op.result)
         elif isinstance(op, loop.StoreOp):
             if self.access(op, op.ptr, op.indices, op.stride_exprs) is None:
@@ -346,6 +360,8 @@ class _Builder:
     def vector_op(self, op: Operation, into: Block) -> Operation:
         if isinstance(op, arith.ExtFOp):  # of a vector<Wxbf16> load (_only_widened)
             return arith.ExtFOp(self.get(op.input), VectorType(f32, [self.width]))
+        if isinstance(op, arith.SIToFPOp):  # of a vector<Wxi8> load (_only_widened)
+            return loop.VSIToFPOp(self.get(op.input))
         if isinstance(op, arith.CmpfOp):
             pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
             return loop.VCmpOp(pred, self.vec(op.lhs, into), self.vec(op.rhs, into))
@@ -396,7 +412,8 @@ class _Builder:
             else:
                 self.op(inner, body)
         new = loop.ForOp(op.loop_name.data, self.get(op.lb), self.get(op.ub), body, inits,
-                         op.step.data, None if op.lanes is None else op.lanes.data)
+                         op.step.data)
+        op.copy_order_to(new)
         into.add_op(new)
         for old, res in zip(op.res, new.res, strict=True):
             self.map[old] = res
@@ -414,10 +431,17 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     have stride 1 (``NonContiguous``); 5. every store's address depends on the
     lane (``UniformStore``); 6. no ``loop.if``/``loop.check`` depends on the
     lane (``LaneBranch``); 7. lane-varying values are f32 with float ops
-    (``NoVectorForm``), or bf16 loads only widened to f32; 8. the tail's loop
-    names are free when there is a tail (``NameTaken``);
+    (``NoVectorForm``), or bf16 and i8 loads only widened to f32; 8. the
+    tail's loop names are free when there is a tail (``NameTaken``);
     9. the loop loads no argument the kernel writes (``ReadsOwnWrites``: a
     recurrence through memory would read stale lanes).
+
+    A lanes loop (``_vectorize_lanes``) instead needs: ``width`` divides its
+    lanes (``RaggedLanes``) and its tail's lanes, and its tree combines the
+    vectors first (``LanesTree``); a constant trip count that is a multiple of
+    the tail (``RaggedLanes``); the name ``<name>_groups`` free when groups of
+    the tail follow the whole blocks (``NameTaken``); f32 carried values, not
+    parallel, and 2.-7. and 9. on its body (it may carry values: its lanes).
 
     Bitwise: lane ``l`` performs the scalar iteration ``i + l``'s operations in
     order with the same rounding (see ``targets/c_vector.py``); the tail runs
@@ -475,16 +499,32 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     target.erase()
 
 
-def _check_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> _Analysis:
-    """``_vectorize_lanes``' preconditions (the kernel is unchanged when one fails)."""
+def _check_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int
+                 ) -> tuple[_Analysis, tuple[int, ...], tuple[int, ...]]:
+    """``_vectorize_lanes``' preconditions (the kernel is unchanged when one
+    fails); the analysis, the vector-index bits the tree combines first (in
+    its order) and the in-vector tree after them."""
     where = f"vectorize '{target.loop_name.data}'"
-    assert target.lanes is not None
-    lanes = target.lanes.data
+    order = target.lane_order
+    assert order is not None
+    lanes = order.lanes
     if lanes % width != 0:
         raise RaggedLanes(f"{where}: width {width} does not divide the loop's {lanes} lanes")
+    split = order.vector_split(width)
+    if order.tail % width != 0:
+        raise LanesTree(f"{where}: width {width} is wider than the tail's groups of "
+                        f"{order.tail} lanes")
+    if split is None:
+        across = list(range(lane_bits(width), lane_bits(lanes)))
+        raise LanesTree(f"{where}: the tree {list(order.tree)} does not combine the "
+                        f"{lanes // width} vectors of {width} lanes first (its first "
+                        f"{len(across)} bit(s) must be {across} in some order)")
     lo, hi = _const(target.lb), _const(target.ub)
-    if lo is None or hi is None or (hi - lo) % lanes != 0:
-        raise RaggedLanes(f"{where}: the trip count is not a known multiple of {lanes} lanes")
+    if lo is None or hi is None or (hi - lo) % order.tail != 0:
+        what = f"{lanes} lanes" if order.tail == lanes else f"the tail's {order.tail} lanes"
+        raise RaggedLanes(f"{where}: the trip count is not a known multiple of {what}")
+    if (hi - lo) % lanes and f"{target.loop_name.data}_groups" in _names(kernel):
+        raise NameTaken(f"{where}: loop name '{target.loop_name.data}_groups' already used")
     if any(v.type != f32 for v in target.inits):
         raise NoVectorForm(f"{where}: the loop carries a non-f32 value")
     if target.parallel is not None:
@@ -493,27 +533,20 @@ def _check_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> _Anal
     analysis = _Analysis(target, width)
     analysis.varying.update(target.iter_args)
     analysis.run()
-    return analysis
+    return analysis, *split
 
 
-def _vectorize_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> None:
-    """A lanes loop of ``L`` lanes as ``L / width`` vectors per carried value: the
-    loop steps by ``L``; vector ``j`` holds lanes ``j * width ..``, so iteration
-    ``i`` still updates lane ``(i - lb) mod L``. After the loop the vectors are
-    added by the halving tree's first levels (vector ``j`` + vector ``j + m/2``,
-    the pairs lane ``l`` + lane ``l + L/2`` ...) and ``loop.lanesum`` does the
-    rest: the scalar lanes loop's bits (``loop.ForOp``)."""
-    name = target.loop_name.data
-    analysis = _check_lanes(kernel, target, width)
-    assert target.lanes is not None
-    lanes = target.lanes.data
-    chunks = lanes // width
-    carried = len(target.inits)
-    setup: list[Operation] = [loop.SplatOp(v, width) for v in target.inits]
-    inits = [op.results[0] for op in setup for _ in range(chunks)]  # value-major
-    body = Block(arg_types=[IndexType(), *[v.type for v in inits]])
+def _lanes_loop(target: loop.ForOp, analysis: _Analysis, name: str, bounds: tuple[SSAValue,
+                SSAValue], step: int, inits: list[list[SSAValue]]) -> loop.ForOp:
+    """A loop over ``bounds`` by ``step`` whose body runs ``target``'s body on
+    vectors ``0 .. len(inits[c]) - 1`` of each carried value ``c`` (vector
+    ``j`` holding iterations ``i + j * W ..``), carrying them value-major."""
+    width = analysis.width
+    chunks = len(inits[0])
+    flat = [v for per_value in inits for v in per_value]
+    body = Block(arg_types=[IndexType(), *[v.type for v in flat]])
     builder = _Builder(analysis)
-    yielded: list[SSAValue] = [body.args[0]] * len(inits)
+    yielded: list[SSAValue] = [body.args[0]] * len(flat)
     for j in range(chunks):
         base: SSAValue = body.args[0]
         if j:
@@ -532,17 +565,57 @@ def _vectorize_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> N
         for c, v in enumerate(last.values):
             yielded[c * chunks + j] = builder.vec(v, body)
     body.add_op(loop.YieldOp(*yielded))
-    main = loop.ForOp(name, target.lb, target.ub, body, inits, lanes)
-    after: list[Operation] = [*setup, main]
+    return loop.ForOp(name, bounds[0], bounds[1], body, flat, step)
+
+
+def _vectorize_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> None:
+    """A lanes loop of ``L`` lanes as ``L / width`` vectors per carried value:
+    vector ``j`` holds lanes ``j * width ..``. The loop steps by ``L`` over the
+    whole groups of ``L``, then (a tail of ``R`` lanes) loop ``<name>_groups``
+    steps by ``R`` over the rest, updating vectors ``0 .. R / width - 1``, so
+    iteration ``i`` still updates the lane ``loop.ForOp`` says. After the
+    loops the vectors are added by the tree's first bits, in its order (vector
+    ``v`` + vector ``v | 1 << bit``; the halving tree: vector ``j`` + vector
+    ``j + m/2`` ...), and ``loop.lanesum`` does the rest with the tree's other
+    bits: the scalar lanes loop's bits (``loop.ForOp``)."""
+    name = target.loop_name.data
+    analysis, across, inner = _check_lanes(kernel, target, width)
+    order = target.lane_order
+    assert order is not None
+    chunks = order.lanes // width
+    lo, hi = _const(target.lb), _const(target.ub)
+    assert lo is not None  # _check_lanes
+    assert hi is not None
+    whole = order.lanes * ((hi - lo) // order.lanes)
+    setup: list[Operation] = [loop.SplatOp(v, width) for v in target.inits]
+    vectors: list[list[SSAValue]] = [[op.results[0]] * chunks for op in setup]
+    after: list[Operation] = list(setup)
+    mid = target.ub
+    if whole != hi - lo:
+        split = arith.ConstantOp(IntegerAttr(lo + whole, IndexType()))
+        after.append(split)
+        mid = split.result
+    if whole or whole == hi - lo:
+        main = _lanes_loop(target, analysis, name, (target.lb, mid), order.lanes, vectors)
+        after.append(main)
+        vectors = [list[SSAValue](main.res[c * chunks:(c + 1) * chunks])
+                   for c in range(len(vectors))]
+    if whole != hi - lo:
+        used = order.tail // width
+        groups = _lanes_loop(target, analysis, f"{name}_groups", (mid, target.ub), order.tail,
+                             [v[:used] for v in vectors])
+        after.append(groups)
+        vectors = [[*groups.res[c * used:(c + 1) * used], *v[used:]]
+                   for c, v in enumerate(vectors)]
     totals: list[SSAValue] = []
-    for c in range(carried):
-        vectors: list[SSAValue] = list(main.res[c * chunks:(c + 1) * chunks])
-        while len(vectors) > 1:
-            half = len(vectors) // 2
-            adds = [arith.AddfOp(vectors[i], vectors[i + half]) for i in range(half)]
-            after += adds
-            vectors = [a.result for a in adds]
-        total = loop.LaneSumOp(vectors[0])
+    for per_value in vectors:
+        live = dict(enumerate(per_value))
+        for bit in across:
+            adds = {v: arith.AddfOp(live[v], live[v | 1 << bit]) for v in sorted(live)
+                    if not v & 1 << bit}
+            after += adds.values()
+            live = {v: add.result for v, add in adds.items()}
+        total = loop.LaneSumOp(live[0], None if inner == halving_tree(width) else inner)
         after.append(total)
         totals.append(total.result)
     _insert_before(target, after)

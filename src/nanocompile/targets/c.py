@@ -182,8 +182,11 @@ class CEmitter:
         parts = [PRELUDE]
         lanes = {r.type.get_shape()[0] for op in module.walk() for r in op.results
                  if isinstance(r.type, VectorType)}
+        trees = {(op.input.type.get_shape()[0], op.lane_tree) for op in module.walk()
+                 if isinstance(op, loop.LaneSumOp) and op.tree is not None
+                 and isinstance(op.input.type, VectorType)}
         if lanes:
-            parts.append(vector_prelude(lanes))
+            parts.append(vector_prelude(lanes, trees))
         if any(isinstance(op, loop.ForOp) and op.parallel is not None for op in module.walk()):
             from nanocompile.targets.c_runtime import POOL_C
 
@@ -264,13 +267,13 @@ class CEmitter:
         vtype = first.input.type
         assert isinstance(vtype, VectorType)
         width = vtype.get_shape()[0]
-        if width not in (8, 16):
+        if width not in (8, 16) or first.tree is not None:
             return False
         group: list[loop.LaneSumOp] = [first]
         moves: list[Operation] = []
         op = first.next_op
         while op is not None and len(group) < GROUP_LANESUMS:
-            if isinstance(op, loop.LaneSumOp) and op.input.type == vtype:
+            if isinstance(op, loop.LaneSumOp) and op.input.type == vtype and op.tree is None:
                 needed = _pure_chain(op.input, f, set(moves))
                 if needed is not None:
                     group.append(op)
@@ -374,14 +377,16 @@ class CEmitter:
 
     def _emit_lanes(self, op: loop.ForOp, f: _Function, depth: int) -> None:
         """A lanes loop: each carried value is an array of ``L`` partials; iteration
-        ``base + l`` updates partial ``l``; then the halving tree into partial 0."""
+        ``base + l`` updates partial ``l`` (groups of ``L``, then of the tail's
+        ``R``); then the tree into partial 0."""
         pad = "  " * depth
-        assert op.lanes is not None
-        lanes = op.lanes.data
+        order = op.lane_order
+        assert order is not None
+        lanes = order.lanes
         arrays = []
         n = f.counter
         f.counter += 1
-        base, lane = f"kb{n}", f"kl{n}"
+        lane = f"kl{n}"
         for init, res in zip(op.inits, op.res, strict=True):
             name = f.fresh(res, "acc")
             arrays.append(name)
@@ -391,14 +396,66 @@ class CEmitter:
         for arg, name in zip(op.iter_args, arrays, strict=True):
             f.names[arg] = f"{name}[{lane}]"
         lo, hi = _index_const(op.lb), _index_const(op.ub)
-        whole = lo is not None and hi is not None and (hi - lo) % lanes == 0
-        f.lines.append(f"{pad}for (int64_t {base} = {f[op.lb]}; {base} < {f[op.ub]}; "
-                       f"{base} += {lanes}) {{  /* {op.loop_name.data} (lanes {lanes}) */")
-        count = str(lanes)
+        if order.tail == lanes:  # one loop, its last group maybe short
+            whole = lo is not None and hi is not None and (hi - lo) % lanes == 0
+            self._emit_lane_groups(op, f, depth, (f[op.lb], f[op.ub]), lanes, whole, n, arrays)
+        else:  # the whole groups of L, then groups of R
+            split = f"kj{n}"
+            f.lines.append(f"{pad}const int64_t {split} = {f[op.lb]} + ({f[op.ub]} - {f[op.lb]}) "
+                           f"/ {lanes} * {lanes};")
+            self._emit_lane_groups(op, f, depth, (f[op.lb], split), lanes, True, n, arrays)
+            rest = None if lo is None or hi is None else (hi - lo) % lanes
+            if rest != 0:
+                tail_whole = rest is not None and rest % order.tail == 0
+                self._emit_lane_groups(op, f, depth, (split, f[op.ub]), order.tail, tail_whole,
+                                       n, arrays, "tail")
+        if order.halving:
+            half = f"kh{n}"
+            f.lines.append(f"{pad}for (int {half} = {lanes // 2}; {half} >= 1; {half} /= 2) {{"
+                           "  /* the halving tree */")
+            f.lines.append(f"{pad}  for (int {lane} = 0; {lane} < {half}; ++{lane}) {{")
+            for name, res in zip(arrays, op.res, strict=True):
+                a, b = f"{name}[{lane}]", f"{name}[{lane} + {half}]"
+                add = vector_add(res.type, a, b) if isinstance(res.type, VectorType) \
+                    else f"{a} + {b}"
+                f.lines.append(f"{pad}    {a} = {add};")
+            f.lines.append(f"{pad}  }}")
+            f.lines.append(f"{pad}}}")
+        else:
+            f.lines.append(f"{pad}/* the tree {list(order.tree)}: lane j + lane j | bit, "
+                           "for the lanes still live */")
+            for bit, dead in loop.tree_steps(order.tree):
+                f.lines.append(f"{pad}for (int {lane} = 0; {lane} < {lanes}; ++{lane}) "
+                               f"if (({lane} & {dead:#x}) == 0) {{")
+                for name, res in zip(arrays, op.res, strict=True):
+                    a, b = f"{name}[{lane}]", f"{name}[{lane} + {1 << bit}]"
+                    add = vector_add(res.type, a, b) if isinstance(res.type, VectorType) \
+                        else f"{a} + {b}"
+                    f.lines.append(f"{pad}  {a} = {add};")
+                f.lines.append(f"{pad}}}")
+        for name, res in zip(arrays, op.res, strict=True):  # a plain name (a task may need it)
+            total = f"{name}_sum"
+            f.lines.append(f"{pad}const {c_type(res.type)} {total} = {name}[0];")
+            f.names[res] = total
+
+    def _emit_lane_groups(self, op: loop.ForOp, f: _Function, depth: int,
+                          bounds: tuple[str, str], group: int, whole: bool, n: int,
+                          arrays: list[str], what: str = "") -> None:
+        """The loop over ``bounds`` in groups of ``group`` iterations, iteration
+        ``base + l`` running ``op``'s body on partial ``l`` (the last group
+        shorter unless ``whole``)."""
+        pad = "  " * depth
+        lanes = op.lanes.data if op.lanes is not None else group
+        base, lane = f"kb{n}", f"kl{n}"
+        note = f"lanes {lanes}" if not what else f"lanes {lanes}, {what} {group}"
+        start, end = bounds
+        f.lines.append(f"{pad}for (int64_t {base} = {start}; {base} < {end}; "
+                       f"{base} += {group}) {{  /* {op.loop_name.data} ({note}) */")
+        count = str(group)
         if not whole:
             count = f"kn{n}"
-            f.lines.append(f"{pad}  const int64_t {count} = {f[op.ub]} - {base} < {lanes} ? "
-                           f"{f[op.ub]} - {base} : {lanes};")
+            f.lines.append(f"{pad}  const int64_t {count} = {end} - {base} < {group} ? "
+                           f"{end} - {base} : {group};")
         f.lines.append(f"{pad}  for (int {lane} = 0; {lane} < {count}; ++{lane}) {{")
         iv = f.fresh(op.iv, "i")
         f.lines.append(f"{pad}    const int64_t {iv} = {base} + {lane};")
@@ -413,20 +470,6 @@ class CEmitter:
             f.lines.append(f"{pad}    {name}[{lane}] = {t};")
         f.lines.append(f"{pad}  }}")
         f.lines.append(f"{pad}}}")
-        half = f"kh{n}"
-        f.lines.append(f"{pad}for (int {half} = {lanes // 2}; {half} >= 1; {half} /= 2) {{"
-                       "  /* the halving tree */")
-        f.lines.append(f"{pad}  for (int {lane} = 0; {lane} < {half}; ++{lane}) {{")
-        for name, res in zip(arrays, op.res, strict=True):
-            a, b = f"{name}[{lane}]", f"{name}[{lane} + {half}]"
-            add = vector_add(res.type, a, b) if isinstance(res.type, VectorType) else f"{a} + {b}"
-            f.lines.append(f"{pad}    {a} = {add};")
-        f.lines.append(f"{pad}  }}")
-        f.lines.append(f"{pad}}}")
-        for name, res in zip(arrays, op.res, strict=True):  # a plain name (a task may need it)
-            total = f"{name}_sum"
-            f.lines.append(f"{pad}const {c_type(res.type)} {total} = {name}[0];")
-            f.names[res] = total
 
     def _emit_if(self, op: loop.IfOp, f: _Function, depth: int) -> None:
         pad = "  " * depth

@@ -24,12 +24,28 @@ scalar C of the same op gives (``-ffp-contract=off``, no FMA):
   which shuffles four vectors so that each add serves all four trees and
   adds exactly the same pairs.
 
+A ``loop.lanesum`` with a ``tree`` is a helper per width and tree
+(``nc_lanesum8_t2_0_1`` for ``[2, 0, 1]``, printed in the prelude): per bit,
+in the tree's order, either the high half of the lanes still live is added
+to the low half (the bit is the highest live one: ``v[j] + v[j + W/2]``,
+narrowing to the next register size), or the vector is added to its own
+lanes permuted by ``j -> j xor (1 << bit)`` (``_mm256_permute_ps``,
+``_mm512_shuffle_f32x4``), which adds ``v[j] + v[j | 1 << bit]`` in every lane
+``j`` whose bit is clear; lane 0 is the result. Each live lane performs
+exactly the adds of the tree, lower lane on the left.
+
 A ``vector<Wxbf16>`` holds ``W`` bf16 bit patterns in an integer register
 (16 lanes: ``__m256i``, 8: ``__m128i``, 4: the low half of an ``__m128i``,
 loaded by ``_mm256_loadu_si256``, ``_mm_loadu_si128``, ``_mm_loadl_epi64``);
 its one op is ``arith.extf`` to f32, the scalar ``nc_bf16`` per lane: each
 16 bits zero-extended to 32 (``_mm512_cvtepu16_epi32``, ``_mm256_...``, SSE4.1
 ``_mm_cvtepu16_epi32``), shifted into the high half and reinterpreted.
+
+A ``vector<Wxi8>`` (int8 weights) holds ``W`` bytes in the low bytes of an
+``__m128i`` (``_mm_loadu_si32``, ``_mm_loadl_epi64``, ``_mm_loadu_si128``);
+its one op is ``loop.vsitofp``, the scalar ``(float)`` per lane: each byte
+sign-extended to 32 bits (``_mm_cvtepi8_epi32``, ``_mm256_...``,
+``_mm512_...``) and converted (``_cvtepi32_ps``, exact for 8-bit integers).
 
 AVX2 comparisons give a vector of all-ones/all-zeros lanes (the mask
 ``vector<8xi1>`` is a ``__m256``) and ``_mm256_blendv_ps`` selects by it;
@@ -43,10 +59,11 @@ AVX-512DQ; everything here is AVX-512F).
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import VectorType, bf16, i1
+from xdsl.dialects.builtin import VectorType, bf16, i1, i8
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nanocompile.dialects import loop
@@ -146,10 +163,55 @@ static inline __m128 nc_lanesum16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
 """
 
 
-def vector_prelude(lanes: set[int]) -> str:
+def vector_prelude(lanes: set[int],
+                   trees: AbstractSet[tuple[int, tuple[int, ...]]] = frozenset()) -> str:
     """The helpers the vectors of ``lanes`` lanes need: the AVX2 prelude (which
-    defines ``NC_LIBM``), then the AVX-512 one when 16 lanes occur."""
-    return AVX2_PRELUDE + ("\n" + AVX512_PRELUDE if AVX512_SHAPE[0] in lanes else "")
+    defines ``NC_LIBM``), then the AVX-512 one when 16 lanes occur, then a
+    lane-sum helper per (width, tree) in ``trees``."""
+    text = AVX2_PRELUDE + ("\n" + AVX512_PRELUDE if AVX512_SHAPE[0] in lanes else "")
+    return text + "".join(lanesum_tree_helper(w, tree) for w, tree in sorted(trees))
+
+
+def lanesum_tree_name(width: int, tree: tuple[int, ...]) -> str:
+    return f"nc_lanesum{width}_t{'_'.join(map(str, tree))}"
+
+
+# per register, bit -> the lanes of {v} permuted by j -> j xor (1 << bit)
+_XOR_PERMUTE = {
+    "__m512": {2: "_mm512_shuffle_f32x4({v}, {v}, 0xB1)", 1: "_mm512_permute_ps({v}, 0x4E)",
+               0: "_mm512_permute_ps({v}, 0xB1)"},
+    "__m256": {1: "_mm256_permute_ps({v}, 0x4E)", 0: "_mm256_permute_ps({v}, 0xB1)"},
+    "__m128": {0: "_mm_shuffle_ps({v}, {v}, 0xB1)"},
+}
+# per count of live lanes: the high half of them added to the low half (register, expr)
+_NARROW = {
+    16: ("__m256", "_mm256_add_ps(_mm512_castps512_ps256({v}), "
+                   "_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd({v}), 1)))"),
+    8: ("__m128", "_mm_add_ps(_mm256_castps256_ps128({v}), _mm256_extractf128_ps({v}, 1))"),
+    4: ("__m128", "_mm_add_ps({v}, _mm_movehl_ps({v}, {v}))"),
+    2: ("__m128", "_mm_add_ss({v}, _mm_shuffle_ps({v}, {v}, 1))"),
+}
+_ADD = {"__m512": "_mm512_add_ps", "__m256": "_mm256_add_ps", "__m128": "_mm_add_ps"}
+_LANE0 = {"__m512": "_mm512_cvtss_f32", "__m256": "_mm256_cvtss_f32", "__m128": "_mm_cvtss_f32"}
+
+
+def lanesum_tree_helper(width: int, tree: tuple[int, ...]) -> str:
+    """The C of ``loop.lanesum`` of ``width`` lanes with ``tree`` (the module
+    docstring: narrow at the highest live bit, else add a lane permute)."""
+    register = {16: "__m512", 8: "__m256"}.get(width, "__m128")
+    lines = [f"/* the tree {list(tree)} of a vector's lanes */",
+             f"static inline float {lanesum_tree_name(width, tree)}({register} v0) {{"]
+    live = width
+    for n, bit in enumerate(tree):
+        if 1 << bit == live // 2:  # the highest live bit
+            register, expr = _NARROW[live]
+            live //= 2
+        else:
+            expr = f"{_ADD[register]}({{v}}, {_XOR_PERMUTE[register][bit]})"
+        lines.append(f"  const {register} v{n + 1} = {expr.format(v=f'v{n}')};  /* bit {bit} */")
+    lines.append(f"  return {_LANE0[register]}(v{len(tree)});")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 _BINARY: dict[type[Operation], str] = {arith.AddfOp: "add", arith.SubfOp: "sub",
@@ -172,13 +234,25 @@ BF16_SHAPES = {4: ("__m128i", "_mm_loadl_epi64", "_mm"),
                16: ("__m256i", "_mm256_loadu_si256", "_mm512")}
 
 
+# lanes -> (C type of a vector<Wxi8>, its load, the f32 prefix of its widening)
+I8_SHAPES = {4: ("__m128i", "_mm_loadu_si32", "_mm"),
+             8: ("__m128i", "_mm_loadl_epi64", "_mm256"),
+             16: ("__m128i", "_mm_loadu_si128", "_mm512")}
+
+
 def _bf16_shape(t: VectorType) -> tuple[str, str, str] | None:
-    """The C forms of a ``vector<Wxbf16>`` (None for any other vector)."""
-    if t.element_type != bf16:
+    """The C forms of a ``vector<Wxbf16>`` or ``vector<Wxi8>`` (None for any
+    other vector)."""
+    if t.element_type == bf16:
+        shapes, what = BF16_SHAPES, "bf16"
+    elif t.element_type == i8:
+        shapes, what = I8_SHAPES, "i8"
+    else:
         return None
-    shape = BF16_SHAPES.get(t.get_shape()[0]) if len(t.get_shape()) == 1 else None
+    shape = shapes.get(t.get_shape()[0]) if len(t.get_shape()) == 1 else None
     if shape is None:
-        raise VectorEmitError(f"the C target prints bf16 vectors of 4, 8 or 16 lanes, got {t}")
+        raise VectorEmitError(f"the C target prints {what} vectors of 4, 8 or 16 lanes, "
+                              f"got {t}")
     return shape
 
 
@@ -188,6 +262,16 @@ def vector_load(t: VectorType, address: str) -> str:
     if shape is not None:
         return f"{shape[1]}((const {shape[0]} *)&{address})"
     return f"{_shape(t)[2]}_loadu_ps(&{address})"
+
+
+def _widen_i8(op: loop.VSIToFPOp, name: Callable[[SSAValue], str]) -> str:
+    """``loop.vsitofp`` of a ``vector<Wxi8>``: per lane, the byte sign-extended
+    and converted (exact)."""
+    assert isinstance(op.input.type, VectorType)
+    shape = _bf16_shape(op.input.type)
+    assert shape is not None  # the verifier: a vector of i8
+    p = shape[2]
+    return f"{p}_cvtepi32_ps({p}_cvtepi8_epi32({name(op.input)}))"
 
 
 def _widen(op: arith.ExtFOp, name: Callable[[SSAValue], str]) -> str:
@@ -242,7 +326,10 @@ def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (on
     """The C expression of a vector-valued op, or None when ``op`` is scalar."""
     if isinstance(op, loop.LaneSumOp):
         assert isinstance(op.input.type, VectorType)
-        return f"nc_lanesum{_shape(op.input.type)[0]}({name(op.input)})"
+        width = _shape(op.input.type)[0]
+        if op.tree is not None:
+            return f"{lanesum_tree_name(width, op.lane_tree)}({name(op.input)})"
+        return f"nc_lanesum{width}({name(op.input)})"
     t = op.results[0].type if op.results else None
     if not isinstance(t, VectorType):
         return None
@@ -250,6 +337,8 @@ def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (on
         raise AssertionError("vector loads are printed by the C emitter (they need strides)")
     if isinstance(op, arith.ExtFOp):
         return _widen(op, name)
+    if isinstance(op, loop.VSIToFPOp):
+        return _widen_i8(op, name)
     w, _, p, _ = _shape(t)
     if isinstance(op, xmath.FmaOp):
         return f"{p}_fmadd_ps({name(op.a)}, {name(op.b)}, {name(op.c)})"

@@ -90,10 +90,17 @@ from nanocompile.dialects.loop.types import (
 from nanocompile.dialects.loop.vector import (
     LANE_COUNTS,
     VECTOR_OPS,
+    LaneOrder,
     LaneSumOp,
     SplatOp,
     VCmpOp,
     VSelectOp,
+    VSIToFPOp,
+    parse_tree,
+    tree_attr,
+    tree_error,
+    tree_steps,
+    tree_text,
 )
 from nanocompile.ir.symbolic import Expr, ExprLike
 
@@ -110,6 +117,7 @@ __all__ = [
     "ForOp",
     "IfOp",
     "KernelOp",
+    "LaneOrder",
     "LaneSumOp",
     "LaunchOp",
     "LayoutAttr",
@@ -123,12 +131,14 @@ __all__ = [
     "StoreOp",
     "SymOp",
     "VCmpOp",
+    "VSIToFPOp",
     "VSelectOp",
     "ViewOp",
     "ViewType",
     "YieldOp",
     "dtype_of_scalar",
     "scalar_type",
+    "tree_steps",
 ]
 
 # --------------------------------------------------------------------------
@@ -218,8 +228,8 @@ class _MemoryOp(IRDLOperation):
         if element != want:
             raise VerifyException(f"{self.name}: a !loop.ptr<{ptr.type.dtype.data}> holds "
                                   f"{want}, not {value_type}")
-        # f32 vectors, and loads of bf16 vectors (bf16 is only ever widened to f32)
-        vector_dtypes = ("f32", "bf16") if isinstance(self, LoadOp) else ("f32",)
+        # f32 vectors, and loads of bf16 and i8 vectors (only ever widened to f32)
+        vector_dtypes = ("f32", "bf16", "i8") if isinstance(self, LoadOp) else ("f32",)
         if isinstance(value_type, VectorType) and (
                 len(value_type.get_shape()) != 1 or ptr.type.dtype.data not in vector_dtypes):
             raise VerifyException(f"{self.name}: vector accesses are 1-d f32 vectors, "
@@ -357,11 +367,25 @@ class ForOp(IRDLOperation):
     lane starts at the init, iteration ``i`` reads and updates lane
     ``(i - lb) mod L`` only, and the loop's result is the lanes' halving tree
     ``t[j] = p[j] + p[j + L/2]`` for ``j < L/2``, then on ``t`` with ``L/4``, ...
-    down to one value (``arith.addf`` on the carried type). ``L`` is 2, 4, 8
-    or 16. The lowering chooses it for matmuls (``k = ko * 16 + ki``: 16
+    down to one value (``arith.addf`` on the carried type). ``L`` is 2, 4, 8,
+    16 or 32. The lowering chooses it for matmuls (``k = ko * 16 + ki``: 16
     partial sums, each an FMA chain in ``k`` order); schedules keep it (a
     schedule may turn the lanes into vector lanes, ``vectorize``, which is the
     same order), so every schedule of a kernel gives the same bits.
+
+    Two optional properties state other orders (``vector.LaneOrder``):
+
+    * ``tree [b0, b1, ...]``: the order in which the bits of the lane index are
+      combined (``vector.py``'s lane trees; absent: the halving tree
+      ``[log2 L - 1, ..., 0]``);
+    * ``tail R`` (a power of two dividing ``L``; absent: ``L``): with ``n = ub
+      - lb`` and ``J = L * floor(n / L)``, iteration ``j = i - lb`` updates
+      lane ``j mod L`` while ``j < J``, then lane ``(j - J) mod R``.
+
+    spec §5's kernel A (``graph.matmul ... order = "blocks32"``) over
+    ``[0, K8)``, ``K8 = K - K mod 8``: ``loop.for "k" %k = %c0 to %cK8 lanes
+    32 tail 8 tree [3, 4, 2, 0, 1] iter(...)``: four chains of 8 lanes per
+    block of 32, the groups of 8 after the last block into lanes 0..7.
     """
 
     name = "loop.for"
@@ -372,17 +396,24 @@ class ForOp(IRDLOperation):
     step = prop_def(IntAttr)
     parallel = opt_prop_def(IntAttr)  # the grain, when iterations run on the thread pool
     lanes = opt_prop_def(IntAttr)  # a lanes reduction: L partial values per carried value
+    tree = opt_prop_def(ArrayAttr[IntAttr])  # a lanes loop's tree (default: halving)
+    tail = opt_prop_def(IntAttr)  # a lanes loop's lanes after the whole groups (default: L)
     res = var_result_def()
     body = region_def("single_block")
 
     def __init__(self, name: str, lb: SSAValue, ub: SSAValue, body: Block,
                  inits: Sequence[SSAValue] = (), step: int = 1,
-                 lanes: int | None = None) -> None:
+                 lanes: int | None = None, tree: Sequence[int] | None = None,
+                 tail: int | None = None) -> None:
         if not isinstance(body.last_op, YieldOp):
             body.add_op(YieldOp())
         props: dict[str, Attribute] = {"name": StringAttr(name), "step": IntAttr(step)}
         if lanes is not None:
             props["lanes"] = IntAttr(lanes)
+        if tree is not None:
+            props["tree"] = tree_attr(tree)
+        if tail is not None:
+            props["tail"] = IntAttr(tail)
         super().__init__(operands=[lb, ub, list(inits)], properties=props,
                          result_types=[[v.type for v in inits]], regions=[Region(body)])
 
@@ -393,6 +424,21 @@ class ForOp(IRDLOperation):
     @property
     def iter_args(self) -> tuple[SSAValue, ...]:
         return tuple(self.body.block.args[1:])
+
+    @property
+    def lane_order(self) -> LaneOrder | None:
+        """A lanes loop's order (lanes, tree, tail), None for any other loop."""
+        if self.lanes is None:
+            return None
+        return LaneOrder.of(self.lanes.data,
+                            None if self.tree is None else [b.data for b in self.tree.data],
+                            None if self.tail is None else self.tail.data)
+
+    def copy_order_to(self, other: ForOp) -> None:
+        """Give ``other`` this loop's lanes, tree and tail (those it has)."""
+        for key in ("lanes", "tree", "tail"):
+            if key in self.properties:
+                other.properties[key] = self.properties[key]
 
     def verify_(self) -> None:
         block = self.body.block
@@ -410,6 +456,10 @@ class ForOp(IRDLOperation):
             if self.step.data != 1 or not self.inits:
                 raise VerifyException(f"loop.for \"{self.loop_name.data}\": a lanes loop needs "
                                       "step 1 and loop-carried values")
+            self._verify_order(self.lanes.data)
+        elif self.tree is not None or self.tail is not None:
+            raise VerifyException(f"loop.for \"{self.loop_name.data}\": tree and tail order "
+                                  "the lanes of a lanes loop (no lanes given)")
         if len(block.args) != 1 + len(self.inits):
             raise VerifyException(f"loop.for \"{self.loop_name.data}\": body has "
                                   f"{len(block.args)} arguments, expected {1 + len(self.inits)}")
@@ -424,6 +474,17 @@ class ForOp(IRDLOperation):
             raise VerifyException(f"loop.for \"{self.loop_name.data}\": loop-carried types "
                                   f"{_types_text(types)} differ from the body's arguments "
                                   "or yield")
+
+    def _verify_order(self, lanes: int) -> None:
+        if self.tail is not None:
+            tail = self.tail.data
+            if tail < 1 or tail & (tail - 1) or lanes % tail:
+                raise VerifyException(f"loop.for \"{self.loop_name.data}\": tail {tail} must "
+                                      f"be a power of two dividing the {lanes} lanes")
+        if self.tree is not None:
+            error = tree_error([b.data for b in self.tree.data], lanes)
+            if error is not None:
+                raise VerifyException(f"loop.for \"{self.loop_name.data}\": {error}")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -440,6 +501,10 @@ class ForOp(IRDLOperation):
             printer.print_string(f" parallel {self.parallel.data}")
         if self.lanes is not None:
             printer.print_string(f" lanes {self.lanes.data}")
+        if self.tail is not None:
+            printer.print_string(f" tail {self.tail.data}")
+        if self.tree is not None:
+            printer.print_string(f" tree {tree_text([b.data for b in self.tree.data])}")
         if self.inits:
             printer.print_string(" iter(")
 
@@ -469,11 +534,15 @@ class ForOp(IRDLOperation):
         step = 1
         if parser.parse_optional_keyword("step") is not None:
             step = parser.parse_integer(allow_boolean=False, allow_negative=False)
-        grain = lanes = None
+        grain = lanes = tail = tree = None
         if parser.parse_optional_keyword("parallel") is not None:
             grain = parser.parse_integer(allow_boolean=False, allow_negative=False)
         if parser.parse_optional_keyword("lanes") is not None:
             lanes = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        if parser.parse_optional_keyword("tail") is not None:
+            tail = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        if parser.parse_optional_keyword("tree") is not None:
+            tree = parse_tree(parser)
         carried: list[tuple[Parser.UnresolvedArgument, UnresolvedOperand]] = []
         if parser.parse_optional_keyword("iter") is not None:
             def pair() -> tuple[Parser.UnresolvedArgument, UnresolvedOperand]:
@@ -494,7 +563,7 @@ class ForOp(IRDLOperation):
                                             for (a, _), t in zip(carried, types, strict=True)]
         region = parser.parse_region(args)
         block = region.detach_block(0)
-        op = cls(name, lb, ub, block, inits, step, lanes)
+        op = cls(name, lb, ub, block, inits, step, lanes, tree, tail)
         if grain is not None:
             op.properties["parallel"] = IntAttr(grain)
         if attrs is not None:

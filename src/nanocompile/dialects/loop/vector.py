@@ -1,24 +1,41 @@
-"""The vector ops of the Loop dialect (phase 4: ``vectorize``).
+"""The vector ops of the Loop dialect (phase 4: ``vectorize``), and the
+order of a lanes reduction (``LaneOrder``).
 
 A vectorized loop computes ``W`` consecutive iterations at once, iteration
 ``i + l`` in lane ``l`` of a ``vector<W x f32>``. Float arithmetic uses
 xDSL's ``arith``/``math`` ops on vector types; loads and stores take a vector
 value type (``loop.load %a[%i] strides [1] : vector<8xf32>`` reads the 8
-consecutive elements from ``a[i]``). Three ops are the loop dialect's own,
+consecutive elements from ``a[i]``). Four ops are the loop dialect's own,
 because xDSL 0.75's ``arith.cmpf`` returns a scalar ``i1`` for vector
-operands and ``arith.select`` wants a scalar condition:
+operands, ``arith.select`` wants a scalar condition and ``arith.sitofp``
+takes scalars only:
 
     %v = loop.splat %x : f32 -> vector<8xf32>          every lane = %x
     %m = loop.vcmp "ole", %a, %b : vector<8xf32>        vector<8xi1>, per lane
     %r = loop.vselect %m, %a, %b : vector<8xf32>        lane l: m[l] ? a[l] : b[l]
+    %f = loop.vsitofp %q : vector<8xi8> -> vector<8xf32>   lane l: f32(q[l]), exact
     %s = loop.lanesum %v : vector<8xf32> -> f32         the lanes' halving tree
+    %t = loop.lanesum %v tree [2, 0, 1] : vector<8xf32> -> f32   the lanes' tree
 
-``loop.lanesum`` is the tree a lanes loop (``loop.for ... lanes L``) ends
-with: on ``W`` lanes, ``t[j] = v[j] + v[j + W/2]`` for ``j < W/2``, then the
-same on ``t`` until one value is left. A vectorized lanes loop of ``L`` lanes
-in vectors of ``W`` adds its ``L/W`` vectors by the same halving (vector
-``j`` plus vector ``j + L/(2W)``) and then sums the last vector's lanes, so
-every width gives the scalar loop's bits.
+**Lane trees.** ``L`` partial values (lanes, ``L`` a power of two) are added
+into one by a *tree*: an order of the ``log2 L`` bits of the lane index.
+Combining bit ``b`` adds, for every lane ``j`` still live whose bit ``b`` is
+clear, ``v[j] + v[j | 1 << b]`` (the lower lane on the left) into lane ``j``;
+the lanes with bit ``b`` set are then dead. After the last bit lane 0 holds
+the result. The default is the *halving* tree ``[log2 L - 1, ..., 0]``:
+``t[j] = v[j] + v[j + L/2]`` for ``j < L/2``, then the same on ``t``, down to
+one value. spec §5's kernel A ends with the tree ``[3, 4, 2, 0, 1]`` of 32
+lanes (lane ``8a + l``: accumulator ``a``, lane ``l``): bits 3 and 4 give
+``(c0 + c1) + (c2 + c3)``, bit 2 ``s_i = v[i] + v[i + 4]``, bits 0 and 1
+``(s0 + s1) + (s2 + s3)``.
+
+``loop.lanesum`` is that tree on a vector's lanes. A vectorized lanes loop of
+``L`` lanes in vectors of ``W`` holds lane ``j`` in lane ``j mod W`` of vector
+``j div W``: the tree's bits ``log2 W ..`` select a vector, the lower ones a
+lane in it. It needs the tree to combine the vectors first (vector ``v`` plus
+vector ``v | 1 << (b - log2 W)``, in the tree's order), then one
+``loop.lanesum`` does the rest with the remaining bits: every width gives the
+scalar loop's bits (``LaneOrder.vector_split``).
 
 ``loop.vselect`` computes both operands in every lane (a blend); the
 vectorizer only forms it where the scalar ``arith.select`` already had both
@@ -27,12 +44,16 @@ operands computed, never from a ``loop.if`` whose branches load.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import StringAttr, VectorType, i1
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, IntegerType, StringAttr, VectorType, f32, i1
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -42,8 +63,95 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-LANE_COUNTS = (2, 4, 8, 16)
+LANE_COUNTS = (2, 4, 8, 16, 32)
 CMP_PREDICATES = ("oeq", "ogt", "oge", "olt", "ole", "one", "une", "ord", "uno")
+
+
+def lane_bits(lanes: int) -> int:
+    """``log2 lanes``: how many bits a lane index of ``lanes`` lanes has."""
+    return lanes.bit_length() - 1
+
+
+def halving_tree(lanes: int) -> tuple[int, ...]:
+    """The default tree of ``lanes`` lanes: bits ``log2 L - 1, ..., 0``."""
+    return tuple(range(lane_bits(lanes) - 1, -1, -1))
+
+
+def tree_error(tree: Sequence[int], lanes: int) -> str | None:
+    """Why ``tree`` is no tree of ``lanes`` lanes (None when it is one)."""
+    bits = lane_bits(lanes)
+    if sorted(tree) != list(range(bits)):
+        return (f"tree {list(tree)} is not an order of the bits 0..{bits - 1} of a lane "
+                f"index of {lanes} lanes")
+    return None
+
+
+def tree_steps(tree: Sequence[int]) -> list[tuple[int, int]]:
+    """Per step of ``tree``: ``(bit, dead)``, where a lane ``j`` takes part
+    (``v[j] = v[j] + v[j | 1 << bit]``) when ``j & dead == 0``; ``dead`` holds
+    the bits combined so far and this one."""
+    steps, dead = [], 0
+    for bit in tree:
+        dead |= 1 << bit
+        steps.append((bit, dead))
+    return steps
+
+
+@dataclass(frozen=True)
+class LaneOrder:
+    """The order of a lanes reduction (``loop.for ... lanes L tail R tree
+    [...]``, see ``loop.ForOp``): ``lanes`` partial values; iteration ``j``
+    (from the lower bound) of ``n`` updates lane ``j mod L`` while ``j < J =
+    L * floor(n / L)``, then lane ``(j - J) mod tail``; ``tree`` adds the lanes
+    at the end."""
+
+    lanes: int
+    tree: tuple[int, ...]
+    tail: int
+
+    @staticmethod
+    def of(lanes: int, tree: Sequence[int] | None = None,
+           tail: int | None = None) -> LaneOrder:
+        return LaneOrder(lanes, halving_tree(lanes) if tree is None else tuple(tree),
+                         lanes if tail is None else tail)
+
+    @property
+    def halving(self) -> bool:
+        """Whether the tree is the default halving tree."""
+        return self.tree == halving_tree(self.lanes)
+
+    def lane(self, j: int, n: int) -> int:
+        """The lane iteration ``j`` of ``n`` updates."""
+        whole = self.lanes * (n // self.lanes)
+        return j % self.lanes if j < whole else (j - whole) % self.tail
+
+    def vector_split(self, width: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """For ``L / width`` vectors of ``width`` lanes: the tree's bits that
+        select a vector (in the tree's order, as vector-index bits) and the
+        in-vector tree after them; None when the tree does not combine the
+        vectors first or ``width`` does not divide the tail's groups."""
+        if self.lanes % width or self.tail % width:
+            return None
+        inner = lane_bits(width)
+        across = len(self.tree) - inner
+        if sorted(self.tree[:across]) != list(range(inner, len(self.tree))):
+            return None
+        return tuple(b - inner for b in self.tree[:across]), self.tree[across:]
+
+
+def tree_attr(tree: Sequence[int]) -> ArrayAttr[IntAttr]:
+    return ArrayAttr([IntAttr(b) for b in tree])
+
+
+def parse_tree(parser: Parser) -> list[int]:
+    """``[3, 4, 2, 0, 1]`` (after the keyword ``tree``)."""
+    return parser.parse_comma_separated_list(
+        parser.Delimiter.SQUARE,
+        lambda: parser.parse_integer(allow_boolean=False, allow_negative=False))
+
+
+def tree_text(tree: Sequence[int]) -> str:
+    return "[" + ", ".join(map(str, tree)) + "]"
 
 
 def mask_type(vector: VectorType) -> VectorType:
@@ -57,20 +165,33 @@ def _vector(value_type: Attribute, op: str) -> VectorType:
     return value_type
 
 
-def _print_unary(printer: Printer, operand: SSAValue, result: SSAValue) -> None:
-    """`` %x : T -> U``: a one-operand op that changes the type (splat, lanesum)."""
+def _print_unary(printer: Printer, operand: SSAValue, result: SSAValue,
+                 tree: Sequence[int] | None = None) -> None:
+    """`` %x : T -> U`` (`` %x tree [...] : T -> U`` with a ``tree``): a
+    one-operand op that changes the type (splat, vsitofp, lanesum)."""
     printer.print_string(" ")
     printer.print_operand(operand)
+    if tree is not None:
+        printer.print_string(f" tree {tree_text(tree)}")
     printer.print_string(" : ")
     printer.print_attribute(operand.type)
     printer.print_string(" -> ")
     printer.print_attribute(result.type)
 
 
-def _parse_unary(parser: Parser, vector_result: bool) -> tuple[SSAValue, Attribute]:
-    """The resolved operand and the result type of `` %x : T -> U``; the side
-    that is a vector (the result when ``vector_result``) must be a 1-d one."""
+def _parse_unary(parser: Parser, vector_result: bool, tree_of: str | None = None
+                 ) -> tuple[SSAValue, Attribute, list[int] | None]:
+    """The resolved operand, the result type and the optional tree of
+    `` %x [tree [...]] : T -> U`` (a tree only when ``tree_of`` names the op
+    that takes one); the side that is a vector (the result when
+    ``vector_result``) must be a 1-d one."""
     value = parser.parse_unresolved_operand()
+    tree = None
+    pos = parser.pos
+    if parser.parse_optional_keyword("tree") is not None:
+        if tree_of is None:
+            parser.raise_error("only loop.lanesum takes a tree", pos, parser.pos)
+        tree = parse_tree(parser)
     parser.parse_punctuation(":")
     types = []
     for side in (False, True):
@@ -82,7 +203,7 @@ def _parse_unary(parser: Parser, vector_result: bool) -> tuple[SSAValue, Attribu
         types.append(t)
         if not side:
             parser.parse_punctuation("->")
-    return parser.resolve_operand(value, types[0]), types[1]
+    return parser.resolve_operand(value, types[0]), types[1], tree
 
 
 @irdl_op_definition
@@ -109,7 +230,7 @@ class SplatOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> SplatOp:
         # the vector type as written (the verifier rejects lanes the scalar cannot fill)
-        value, result = _parse_unary(parser, vector_result=True)
+        value, result, _ = _parse_unary(parser, vector_result=True)
         return cls.build(operands=[value], result_types=[result])
 
 
@@ -212,34 +333,89 @@ class VSelectOp(IRDLOperation):
 
 
 @irdl_op_definition
-class LaneSumOp(IRDLOperation):
-    """The halving tree of a vector's lanes (see the module docstring)."""
+class VSIToFPOp(IRDLOperation):
+    """Lane ``l`` is the integer lane ``l`` as f32, exactly (``arith.sitofp``
+    per lane; xDSL 0.75's takes scalars only): the widening of a vector of
+    int8 weights, ``%f = loop.vsitofp %q : vector<8xi8> -> vector<8xf32>``."""
 
-    name = "loop.lanesum"
+    name = "loop.vsitofp"
     input = operand_def(VectorType)
-    result = result_def()
+    result = result_def(VectorType)
     traits = traits_def(Pure())
 
     def __init__(self, value: SSAValue) -> None:
         assert isinstance(value.type, VectorType)
-        super().__init__(operands=[value], result_types=[value.type.element_type])
+        super().__init__(operands=[value], result_types=[VectorType(f32, value.type.get_shape())])
 
     def verify_(self) -> None:
-        vector = _vector(self.input.type, self.name)
-        if vector.get_shape()[0] not in LANE_COUNTS:
-            raise VerifyException(f"loop.lanesum: expected {', '.join(map(str, LANE_COUNTS))} "
-                                  f"lanes, got {vector.get_shape()[0]}")
-        if self.result.type != vector.element_type:
-            raise VerifyException(f"loop.lanesum: the result must be {vector.element_type}, "
-                                  f"got {self.result.type}")
+        source = _vector(self.input.type, self.name)
+        result = _vector(self.result.type, self.name)
+        element = source.element_type
+        if not isinstance(element, IntegerType) or element.width.data != 8:
+            raise VerifyException(f"loop.vsitofp: expected a vector of i8, got {source}")
+        if result != VectorType(f32, source.get_shape()):
+            raise VerifyException(f"loop.vsitofp: the result must be "
+                                  f"{VectorType(f32, source.get_shape())}, got {result}")
 
     def print(self, printer: Printer) -> None:
         _print_unary(printer, self.input, self.result)
 
     @classmethod
-    def parse(cls, parser: Parser) -> LaneSumOp:
-        value, result = _parse_unary(parser, vector_result=False)
+    def parse(cls, parser: Parser) -> VSIToFPOp:
+        # the result type as written (the verifier rejects one that is not f32 lanes)
+        value, result, _ = _parse_unary(parser, vector_result=False)
         return cls.build(operands=[value], result_types=[result])
 
 
-VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, LaneSumOp]
+@irdl_op_definition
+class LaneSumOp(IRDLOperation):
+    """A tree of a vector's lanes (the module docstring): the halving tree, or
+    the optional ``tree``'s order of the lane bits."""
+
+    name = "loop.lanesum"
+    input = operand_def(VectorType)
+    result = result_def()
+    tree = opt_prop_def(ArrayAttr[IntAttr])
+    traits = traits_def(Pure())
+
+    def __init__(self, value: SSAValue, tree: Sequence[int] | None = None) -> None:
+        assert isinstance(value.type, VectorType)
+        props = {} if tree is None else {"tree": tree_attr(tree)}
+        super().__init__(operands=[value], result_types=[value.type.element_type],
+                         properties=props)
+
+    @property
+    def lane_tree(self) -> tuple[int, ...]:
+        """The order of the lane bits (the halving tree when none is given)."""
+        vector = self.input.type
+        assert isinstance(vector, VectorType)
+        if self.tree is None:
+            return halving_tree(vector.get_shape()[0])
+        return tuple(b.data for b in self.tree.data)
+
+    def verify_(self) -> None:
+        vector = _vector(self.input.type, self.name)
+        lanes = vector.get_shape()[0]
+        if lanes not in LANE_COUNTS:
+            raise VerifyException(f"loop.lanesum: expected {', '.join(map(str, LANE_COUNTS))} "
+                                  f"lanes, got {lanes}")
+        if self.result.type != vector.element_type:
+            raise VerifyException(f"loop.lanesum: the result must be {vector.element_type}, "
+                                  f"got {self.result.type}")
+        if self.tree is not None:
+            error = tree_error(self.lane_tree, lanes)
+            if error is not None:
+                raise VerifyException(f"loop.lanesum: {error}")
+
+    def print(self, printer: Printer) -> None:
+        _print_unary(printer, self.input, self.result,
+                     None if self.tree is None else self.lane_tree)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LaneSumOp:
+        value, result, tree = _parse_unary(parser, vector_result=False, tree_of=cls.name)
+        props = {} if tree is None else {"tree": tree_attr(tree)}
+        return cls.build(operands=[value], result_types=[result], properties=props)
+
+
+VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, VSIToFPOp, LaneSumOp]

@@ -123,16 +123,94 @@ loop.kernel @k() syms [] access [] footprints [] {
 
 // -----
 
-// a lanes loop of 32 partial values (lanes are 2, 4, 8 or 16)
+// a lanes loop of 64 partial values (lanes are 2, 4, 8, 16 or 32)
 loop.kernel @k() syms [] access [] footprints [] {
   %c0 = arith.constant 0 : index
   %c64 = arith.constant 64 : index
   %z = arith.constant 0.000000e+00 : f32
-  %s = loop.for "k" %i = %c0 to %c64 lanes 32 iter(%acc = %z) -> (f32) {
+  %s = loop.for "k" %i = %c0 to %c64 lanes 64 iter(%acc = %z) -> (f32) {
     loop.yield %acc : f32
   }
 }
-// CHECK: error: loop.for "k": lanes must be one of 2, 4, 8, 16, got 32
+// CHECK: error: loop.for "k": lanes must be one of 2, 4, 8, 16, 32, got 64
+
+// -----
+
+// a tree that combines bit 3 twice and never bit 1 (not an order of the lane bits)
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %z = arith.constant 0.000000e+00 : f32
+  %s = loop.for "k" %i = %c0 to %c64 lanes 32 tree [3, 4, 2, 0, 3] iter(%acc = %z) -> (f32) {
+    loop.yield %acc : f32
+  }
+}
+// CHECK: error: loop.for "k": tree [3, 4, 2, 0, 3] is not an order of the bits 0..4 of a lane index of 32 lanes
+
+// -----
+
+// a tree of the wrong length: 16 lanes have 4 bits
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %z = arith.constant 0.000000e+00 : f32
+  %s = loop.for "k" %i = %c0 to %c64 lanes 16 tree [3, 4, 2, 0, 1] iter(%acc = %z) -> (f32) {
+    loop.yield %acc : f32
+  }
+}
+// CHECK: error: loop.for "k": tree [3, 4, 2, 0, 1] is not an order of the bits 0..3 of a lane index of 16 lanes
+
+// -----
+
+// a tail that does not divide the lanes
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %z = arith.constant 0.000000e+00 : f32
+  %s = loop.for "k" %i = %c0 to %c64 lanes 32 tail 12 iter(%acc = %z) -> (f32) {
+    loop.yield %acc : f32
+  }
+}
+// CHECK: error: loop.for "k": tail 12 must be a power of two dividing the 32 lanes
+
+// -----
+
+// a tail wider than the lanes
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %z = arith.constant 0.000000e+00 : f32
+  %s = loop.for "k" %i = %c0 to %c64 lanes 8 tail 16 iter(%acc = %z) -> (f32) {
+    loop.yield %acc : f32
+  }
+}
+// CHECK: error: loop.for "k": tail 16 must be a power of two dividing the 8 lanes
+
+// -----
+
+// a tree on a loop that is no lanes loop
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %z = arith.constant 0.000000e+00 : f32
+  %s = loop.for "k" %i = %c0 to %c64 tree [0] iter(%acc = %z) -> (f32) {
+    loop.yield %acc : f32
+  }
+}
+// CHECK: error: loop.for "k": tree and tail order the lanes of a lanes loop (no lanes given)
+
+// -----
+
+// a tail on a loop that is no lanes loop
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %z = arith.constant 0.000000e+00 : f32
+  %s = loop.for "k" %i = %c0 to %c64 tail 8 iter(%acc = %z) -> (f32) {
+    loop.yield %acc : f32
+  }
+}
+// CHECK: error: loop.for "k": tree and tail order the lanes of a lanes loop (no lanes given)
 
 // -----
 
@@ -375,12 +453,21 @@ loop.kernel @k() syms [] access [] footprints [] {
 
 // -----
 
-// the halving tree of 32 lanes (lanes are 2, 4, 8 or 16)
+// the halving tree of 64 lanes (lanes are 2, 4, 8, 16 or 32)
 loop.kernel @k() syms [] access [] footprints [] {
-  %v = "test.op"() : () -> vector<32xf32>
-  %s = loop.lanesum %v : vector<32xf32> -> f32
+  %v = "test.op"() : () -> vector<64xf32>
+  %s = loop.lanesum %v : vector<64xf32> -> f32
 }
-// CHECK: error: loop.lanesum: expected 2, 4, 8, 16 lanes, got 32
+// CHECK: error: loop.lanesum: expected 2, 4, 8, 16, 32 lanes, got 64
+
+// -----
+
+// a lane tree that is not an order of the 3 bits of 8 lanes
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<8xf32>
+  %s = loop.lanesum %v tree [2, 0] : vector<8xf32> -> f32
+}
+// CHECK: error: loop.lanesum: tree [2, 0] is not an order of the bits 0..2 of a lane index of 8 lanes
 
 // -----
 
@@ -399,3 +486,21 @@ loop.kernel @k() syms [] access [] footprints [] {
   %s = "loop.lanesum"(%v) : (vector<2x8xf32>) -> f32
 }
 // CHECK: error: loop.lanesum: expected a 1-d vector type, got vector<2x8xf32>
+
+// -----
+
+// the exact widening of int8 lanes takes i8, not i32
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<8xi32>
+  %f = loop.vsitofp %v : vector<8xi32> -> vector<8xf32>
+}
+// CHECK: error: loop.vsitofp: expected a vector of i8, got vector<8xi32>
+
+// -----
+
+// and gives as many f32 lanes
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<8xi8>
+  %f = loop.vsitofp %v : vector<8xi8> -> vector<4xf32>
+}
+// CHECK: error: loop.vsitofp: the result must be vector<8xf32>, got vector<4xf32>

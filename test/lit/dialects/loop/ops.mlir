@@ -1,7 +1,9 @@
 // Every loop op prints, parses back to the same text, and survives the
 // generic form: a scalar kernel, a vector kernel, lanes loops (scalar and
-// vectorized, with math.fma and loop.lanesum), the program that launches
-// them and a program's requirements on its symbols.
+// vectorized, with math.fma and loop.lanesum), spec §5 kernel A's lanes loop
+// (lanes 32, tail 8, a tree) over int8 data and its vectorized form (vector
+// i8 loads, loop.vsitofp, loop.lanesum with a tree), the program that
+// launches them and a program's requirements on its symbols.
 // RUN: nc-opt %s | filecheck %s
 // RUN: nc-opt %s | nc-opt | filecheck %s
 // RUN: nc-opt %s --print-op-generic | nc-opt | filecheck %s
@@ -85,6 +87,30 @@ builtin.module {
     %v = arith.addf %lo, %hi : vector<8xf32>
     %t = loop.lanesum %v : vector<8xf32> -> f32
     loop.store %t, %out[%c2] strides [1] : f32
+  }
+  loop.kernel @kernel_a(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %q: !loop.ptr<i8>) syms [] access ["w", "r", "r"] footprints [#loop.fp<[2], [1]>, #loop.fp<[40], [1]>, #loop.fp<[40], [1]>] {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c40 = arith.constant 40 : index
+    %zero = arith.constant 0.000000e+00 : f32
+    %s = loop.for "k" %k = %c0 to %c40 lanes 32 tail 8 tree [3, 4, 2, 0, 1] iter(%acc = %zero) -> (f32) {
+      %x = loop.load %a[%k] strides [1] : f32
+      %w8 = loop.load %q[%k] strides [1] : i8
+      %w = arith.sitofp %w8 : i8 to f32
+      %f = math.fma %x, %w, %acc : f32
+      loop.yield %f : f32
+    }
+    loop.store %s, %out[%c0] strides [1] : f32
+    %zv = loop.splat %zero : f32 -> vector<8xf32>
+    %v = loop.for "kv" %k = %c0 to %c40 step 8 iter(%l = %zv) -> (vector<8xf32>) {
+      %x = loop.load %a[%k] strides [1] : vector<8xf32>
+      %w8 = loop.load %q[%k] strides [1] : vector<8xi8>
+      %w = loop.vsitofp %w8 : vector<8xi8> -> vector<8xf32>
+      %f = math.fma %x, %w, %l : vector<8xf32>
+      loop.yield %f : vector<8xf32>
+    }
+    %t = loop.lanesum %v tree [2, 0, 1] : vector<8xf32> -> f32
+    loop.store %t, %out[%c1] strides [1] : f32
   }
   loop.program @p syms ["seq"] {
     %x = loop.buffer input "x" : !loop.buf<[seq, 16], f32>
@@ -174,6 +200,23 @@ builtin.module {
 // CHECK-NEXT:    loop.store %t, %out[%c2] strides [1] : f32
 // CHECK-NEXT:  }
 
+// CHECK-LABEL: loop.kernel @kernel_a(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %q: !loop.ptr<i8>) syms [] access ["w", "r", "r"] footprints [#loop.fp<[2], [1]>, #loop.fp<[40], [1]>, #loop.fp<[40], [1]>] {
+// CHECK:         %s = loop.for "k" %k = %c0 to %c40 lanes 32 tail 8 tree [3, 4, 2, 0, 1] iter(%acc = %zero) -> (f32) {
+// CHECK-NEXT:      %x = loop.load %a[%k] strides [1] : f32
+// CHECK-NEXT:      %w8 = loop.load %q[%k] strides [1] : i8
+// CHECK-NEXT:      %w = arith.sitofp %w8 : i8 to f32
+// CHECK-NEXT:      %f = math.fma %x, %w, %acc : f32
+// CHECK-NEXT:      loop.yield %f : f32
+// CHECK-NEXT:    }
+// CHECK:         %v = loop.for "kv" %k_1 = %c0 to %c40 step 8 iter(%l = %zv) -> (vector<8xf32>) {
+// CHECK-NEXT:      %x_1 = loop.load %a[%k_1] strides [1] : vector<8xf32>
+// CHECK-NEXT:      %w8_1 = loop.load %q[%k_1] strides [1] : vector<8xi8>
+// CHECK-NEXT:      %w_1 = loop.vsitofp %w8_1 : vector<8xi8> -> vector<8xf32>
+// CHECK-NEXT:      %f_1 = math.fma %x_1, %w_1, %l : vector<8xf32>
+// CHECK-NEXT:      loop.yield %f_1 : vector<8xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %t = loop.lanesum %v tree [2, 0, 1] : vector<8xf32> -> f32
+
 // CHECK-LABEL: loop.program @p syms ["seq"] {
 // CHECK-NEXT:    %x = loop.buffer input "x" : !loop.buf<[seq, 16], f32>
 // CHECK-NEXT:    %ids = loop.buffer input "ids" : !loop.buf<[seq], i64>
@@ -229,6 +272,9 @@ builtin.module {
 // GENERIC:        %u, %w = "loop.for"(%c1, %c32, %zero, %zero) <{name = "k2", step = #builtin.int<1>, lanes = #builtin.int<4>}> ({
 // GENERIC:          %l2 = "math.fma"(%x_2, %y_1, %l) <{fastmath = #arith.fastmath<none>}> : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
 // GENERIC:        %t = "loop.lanesum"(%v) : (vector<8xf32>) -> f32
+// GENERIC:        %s = "loop.for"(%c0, %c40, %zero) <{name = "k", step = #builtin.int<1>, lanes = #builtin.int<32>, tree = [#builtin.int<3>, #builtin.int<4>, #builtin.int<2>, #builtin.int<0>, #builtin.int<1>], tail = #builtin.int<8>}> ({
+// GENERIC:          %w_1 = "loop.vsitofp"(%w8_1) : (vector<8xi8>) -> vector<8xf32>
+// GENERIC:        %t = "loop.lanesum"(%v) <{tree = [#builtin.int<2>, #builtin.int<0>, #builtin.int<1>]}> : (vector<8xf32>) -> f32
 // GENERIC:        "loop.program"() <{sym_name = "p", syms = ["seq"]}> ({
 // GENERIC:          %wp = "loop.buffer"() <{kind = "packed", name = "w", tile = #builtin.int<8>}> : () -> !loop.buf<[2, 16, 8], f32>
 // GENERIC-NEXT:     %c = "loop.buffer"() <{kind = "const", value = #graph.elements<f32: [1.0, -0.5]>}> : () -> !loop.buf<[2], f32>

@@ -68,3 +68,26 @@ loop.program @p syms ["seq"] {
 // CHECK:      loop.require seq > = 0, "seq >= 0"
 // CHECK-NEXT:                  ^^
 // CHECK-NEXT:                  expected '>= 0'
+
+// -----
+
+// a tree belongs to loop.lanesum, not to loop.splat (which shares its syntax)
+loop.kernel @k() syms [] access [] footprints [] {
+  %z = arith.constant 0.000000e+00 : f32
+  %v = loop.splat %z tree [0] : f32 -> vector<2xf32>
+}
+// CHECK:      %v = loop.splat %z tree [0] : f32 -> vector<2xf32>
+// CHECK-NEXT:                ^^^^
+// CHECK-NEXT:                only loop.lanesum takes a tree
+
+// -----
+
+// a lanes loop's tree lists bits, not lanes
+loop.kernel @k() syms [] access [] footprints [] {
+  %c0 = arith.constant 0 : index
+  %z = arith.constant 0.000000e+00 : f32
+  %s = loop.for "k" %i = %c0 to %c0 lanes 4 tree [-1, 0] iter(%a = %z) -> (f32) {
+    loop.yield %a : f32
+  }
+}
+// CHECK: Expected integer literal
