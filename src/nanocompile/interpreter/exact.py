@@ -11,6 +11,9 @@ bit, vectorized over everything but the reduction axis:
   loop with ``MATMUL_LANES`` lanes);
 * :func:`blocks32_matmul`: spec §5 kernel A's order (``graph.matmul``'s
   ``order = "blocks32"``);
+* :func:`blocks_i8_matmul`: spec §5 kernel B's integer core (``graph.matmul_i8``);
+* :func:`sequential_sum`: ``graph.reduce_sum``'s ``order = "sequential"``;
+* :func:`round_half_away`: ``graph.round`` (C's ``roundf``);
 * :data:`LIBM`: ``exp``, ``sin``, ``cos`` through the C library's f32 functions.
 
 **The FMA.** The product of two f32 values is exact in f64 (24 + 24 significant
@@ -208,6 +211,88 @@ def blocks32_matmul(a: ArrayLike, b: ArrayLike) -> np.ndarray:
         return dot
 
     return _column_chunks(a, b, BLOCK, body)
+
+
+I8_ACCUMULATORS = 4
+"""Kernel B: whole blocks go four at a time into four accumulators of ``GROUP`` lanes,
+each lane the integer dot product of 4 columns (``BLOCK = 4 * GROUP``)."""
+
+
+def blocks_i8_matmul(xq: ArrayLike, xs: ArrayLike, w: ArrayLike) -> np.ndarray:
+    """``graph.matmul_i8``: spec §5 kernel B's ``total`` for ``xq`` i8 ``[M, K]``,
+    its block scales ``xs`` f32 ``[M, ceil(K / 32)]`` and ``w`` i8 ``[K, N]``
+    (``dialects/graph/primitives.py``'s ``MatmulI8Op``): per whole block ``b``
+    and lane ``l`` the integer ``p = sum_{j<4} (w + 128) * xq`` over columns
+    ``32b + 4l + j``; ``acc_(b mod 4)[l] = fma(f32(p), xs[b], acc[l])``, the whole
+    blocks after the last group of four into ``acc_0``; the tree
+    ``(a0 + a1) + (a2 + a3)``, ``v[i] + v[i + 4]``, ``(s0 + s1) + (s2 + s3)``; then
+    the last ``K mod 32`` columns: ``total + f32(sum (w + 128) * xq) * xs[last]``.
+
+    The integers are exact in f64 (``|p| <= 2^17``, any order of the sum), and so
+    are their products with an f32 scale; the FMA rounds once (``_Chains``)."""
+    xq8, w8 = np.asarray(xq), np.asarray(w)
+    scale = np.asarray(xs, np.float32)
+    if xq8.dtype != np.int8 or w8.dtype != np.int8 or xq8.ndim != 2 or w8.ndim != 2 \
+            or scale.ndim != 2:
+        raise ValueError(f"expected i8 [M, K], f32 [M, ceil(K / 32)] and i8 [K, N], got "
+                         f"{xq8.dtype} {xq8.shape}, {scale.dtype} {scale.shape} and "
+                         f"{w8.dtype} {w8.shape}")
+    m, k = xq8.shape
+    if scale.shape != (m, -(-k // BLOCK)):
+        raise ValueError(f"expected block scales of shape {(m, -(-k // BLOCK))} for "
+                         f"xq {xq8.shape}, got {scale.shape}")
+    whole = k // BLOCK
+    grouped = whole - whole % I8_ACCUMULATORS  # blocks taken four at a time
+    lanes = xq8[:, :whole * BLOCK].astype(np.float64).reshape(m, whole, GROUP, BLOCK // GROUP)
+    lanes = np.ascontiguousarray(lanes.transpose(1, 2, 0, 3))  # [block, lane, M, 4]
+    tail = xq8[:, whole * BLOCK:].astype(np.float64)
+
+    def body(_: np.ndarray, wk: np.ndarray) -> np.ndarray:
+        n = wk.shape[-1]
+        u = wk.astype(np.float64) + 128.0  # w + 128 (w XOR 0x80 as u8): exact
+        acc = [_Chains(GROUP, (m, n)) for _ in range(I8_ACCUMULATORS)]
+        for b in range(whole):
+            block = u[b * BLOCK:(b + 1) * BLOCK].reshape(GROUP, BLOCK // GROUP, n)
+            p = np.matmul(lanes[b], block)  # [lane, M, n]: exact integers
+            chains = acc[b % I8_ACCUMULATORS if b < grouped else 0]
+            chains.step(p, scale[None, :, b:b + 1], GROUP)
+        a0, a1, a2, a3 = (c.acc for c in acc)
+        v = (a0 + a1) + (a2 + a3)
+        s = v[:4] + v[4:]
+        total = (s[0] + s[1]) + (s[2] + s[3])
+        if tail.shape[1]:  # the tail: one integer sum, multiplied, then added
+            p_tail = (tail @ u[whole * BLOCK:]).astype(np.float32)
+            total = total + p_tail * scale[:, whole:whole + 1]
+        return total
+
+    return _column_chunks(xq8, w8, BLOCK, body)
+
+
+def sequential_sum(x: ArrayLike, axis: int) -> np.ndarray:
+    """The sum over ``axis`` (kept, size 1) in index order from +0.0, each add
+    rounded to the dtype (``graph.reduce_sum``'s ``order = "sequential"``); an
+    integer sum wraps, as in any order. An empty axis gives 0."""
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        return np.sum(x, axis=axis, keepdims=True, dtype=x.dtype)
+    rows = np.moveaxis(x, axis, 0)
+    total = np.zeros(rows.shape[1:], x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for row in rows:
+            total = total + row
+    return np.expand_dims(total, axis)
+
+
+def round_half_away(x: ArrayLike) -> np.ndarray:
+    """C's ``roundf``: the nearest integer, halves away from zero, exactly
+    (``graph.round``): ``t = trunc(x)``, then ``t + copysign(1, x)`` where
+    ``|x - t| >= 0.5`` (the fraction ``x - t`` is exact), else ``t`` (so ``-0.4``
+    gives ``-0.0``); NaN and the infinities stay."""
+    x = np.asarray(x)
+    t = np.trunc(x)
+    with np.errstate(invalid="ignore"):
+        away = np.abs(x - t) >= 0.5  # inf - inf is NaN: not away
+    return np.where(away, t + np.copysign(x.dtype.type(1), x), t).astype(x.dtype)
 
 
 def lanes_sum(x: ArrayLike, axis: int) -> np.ndarray:

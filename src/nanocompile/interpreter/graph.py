@@ -7,7 +7,11 @@ symbol bindings; a 0-d result must stay 0-d). Keep this module unoptimized
 and obvious: every other backend is tested against it.
 
 A ``graph.matmul`` that states an order (``order = "blocks32"``, spec §5
-kernel A's) means that order exactly, in every mode (``exact.blocks32_matmul``).
+kernel A's) means that order exactly, in every mode (``exact.blocks32_matmul``);
+so do a ``graph.reduce_sum`` that states one (``order = "sequential"``,
+``exact.sequential_sum``) and spec §5 kernel B's ``graph.matmul_i8``
+(``exact.blocks_i8_matmul``). ``graph.round`` is C's ``roundf``, exactly, in
+every mode (``exact.round_half_away``).
 
 ``exact=True`` (``run_graph``, ``InterpreterBackend``) computes what the
 generated C computes, bit for bit: every other matmul and every f32
@@ -30,7 +34,15 @@ from xdsl.ir import Operation, SSAValue
 
 from nanocompile.dialects import graph as g
 from nanocompile.dialects.graph.signature import ArgumentError, Signature, check_value
-from nanocompile.interpreter.exact import LIBM, blocks32_matmul, lanes_matmul, lanes_sum
+from nanocompile.interpreter.exact import (
+    LIBM,
+    blocks32_matmul,
+    blocks_i8_matmul,
+    lanes_matmul,
+    lanes_sum,
+    round_half_away,
+    sequential_sum,
+)
 from nanocompile.ir.dtypes import bf16_bits_to_f32, numpy_dtype
 
 
@@ -118,9 +130,26 @@ def _exact_matmul(op: g.MatmulOp, args: list[np.ndarray], b: Bindings) -> np.nda
     return _ordered_matmul(op, args)
 
 
+def _sum(op: g.ReduceSumOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
+    """The obvious ``np.sum``, unless the op states its order."""
+    if op.order_name is not None:
+        return _ordered_sum(op, args)
+    return np.sum(args[0], axis=op.axis.data, keepdims=True, dtype=args[0].dtype)
+
+
+def _ordered_sum(op: g.ReduceSumOp, args: list[np.ndarray]) -> np.ndarray:
+    if op.order_name == "sequential":
+        return sequential_sum(args[0], op.axis.data)
+    raise InterpreterError(f"graph.reduce_sum: the interpreter has no semantics for order "
+                           f"\"{op.order_name}\"")
+
+
 def _exact_sum(op: g.ReduceSumOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
-    """f32 sums in the compiler's lanes order; integer sums wrap, in any order."""
+    """The stated order; else f32 sums in the compiler's lanes order, integer sums
+    wrap, in any order."""
     (x,) = args
+    if op.order_name is not None:
+        return _ordered_sum(op, args)
     if x.dtype == np.float32:
         return lanes_sum(x, op.axis.data)
     return np.sum(x, axis=op.axis.data, keepdims=True, dtype=x.dtype)
@@ -146,9 +175,9 @@ KERNELS: dict[type[Operation], Kernel] = {
     g.ReciprocalOp: lambda op, a, b: np.divide(a[0].dtype.type(1), a[0]),
     g.SinOp: lambda op, a, b: np.sin(a[0]),
     g.CosOp: lambda op, a, b: np.cos(a[0]),
+    g.RoundOp: lambda op, a, b: round_half_away(a[0]),
     g.CastOp: _cast,
-    g.ReduceSumOp: lambda op, a, b: np.sum(a[0], axis=op.axis.data, keepdims=True,
-                                           dtype=a[0].dtype),
+    g.ReduceSumOp: _sum,
     g.ReduceMaxOp: _reduce_max,
     g.ReshapeOp: lambda op, a, b: np.reshape(a[0], _shape_of(op, b)),
     g.PermuteOp: lambda op, a, b: np.transpose(a[0], op.permutation),
@@ -156,6 +185,7 @@ KERNELS: dict[type[Operation], Kernel] = {
     g.SliceOp: _slice,
     g.ConcatOp: lambda op, a, b: np.concatenate(a, axis=op.axis.data),
     g.MatmulOp: _matmul,
+    g.MatmulI8Op: lambda op, a, b: blocks_i8_matmul(a[0], a[1], a[2]),
     g.GatherOp: _gather,
 }
 """The semantics of each primitive: the obvious NumPy call."""

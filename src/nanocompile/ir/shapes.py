@@ -234,3 +234,40 @@ def iota(shape: Sequence[ExprLike], axis: int, dtype: str) -> TensorSpec:
     _normalize_axis(axis, spec.rank, "iota")
     _require_dtype("iota", spec, NUMERIC_DTYPES, "numeric")
     return spec
+
+
+I8_BLOCK = 32
+"""Columns per activation block of ``matmul_i8`` (spec §5 kernel B): one f32 scale
+per token row and block; the last block holds the ``K mod 32`` leftover columns."""
+
+
+def i8_blocks(k: int) -> int:
+    """The number of activation blocks over ``k`` columns: ``ceil(k / 32)``."""
+    return -(-k // I8_BLOCK)
+
+
+def matmul_i8(lhs: Labeled, lhs_scale: Labeled, rhs: Labeled) -> TensorSpec:
+    """``[M, K] i8, [M, ceil(K / 32)] f32, [K, N] i8 -> [M, N] f32``, K a constant."""
+    (la, a), (ls, s), (lb, b) = lhs, lhs_scale, rhs
+    for label, spec, dtype in ((la, a, "i8"), (ls, s, "f32"), (lb, b, "i8")):
+        if spec.dtype != dtype:
+            raise ShapeError(f"matmul_i8: {label} must be {dtype}, got {spec.dtype}")
+        if spec.rank != 2:
+            raise ShapeError(f"matmul_i8: {label} must have rank 2, got {spec.rank} "
+                             f"{shape_text(spec.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise ShapeError(
+            f"matmul_i8: inner dims differ: {la} {shape_text(a.shape)} has K = {a.shape[1]}, "
+            f"{lb} {shape_text(b.shape)} has K = {b.shape[0]}"
+        )
+    k = a.shape[1]
+    if not k.is_const:
+        raise ShapeError(f"matmul_i8: K of {la} {shape_text(a.shape)} must be a constant, "
+                         f"got {k}")
+    want = (a.shape[0], Expr.const(i8_blocks(k.const_value)))
+    if s.shape != want:
+        raise ShapeError(
+            f"matmul_i8: {ls} {shape_text(s.shape)} must be {shape_text(want)} (a scale "
+            f"per row of {la} and block of {I8_BLOCK} of its K = {k})"
+        )
+    return TensorSpec("f32", (a.shape[0], b.shape[1]))

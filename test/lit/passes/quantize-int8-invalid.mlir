@@ -1,9 +1,9 @@
 // quantize-int8's options: a bad value is one line naming the accepted ones.
-// RUN: not nc-opt %s -p 'quantize-int8{kernel=b}' 2>&1 | filecheck %s --check-prefix=KERNEL
+// RUN: not nc-opt %s -p 'quantize-int8{kernel=c}' 2>&1 | filecheck %s --check-prefix=KERNEL
 // RUN: not nc-opt %s -p 'quantize-int8{embedding=bf16}' 2>&1 | filecheck %s --check-prefix=EMBED
 // RUN: not nc-opt %s -p 'quantize-int8' 2>&1 | filecheck %s --check-prefix=TAKEN
 
-// KERNEL:      nc-opt: error: quantize-int8: expected kernel a, got 'b'
+// KERNEL:      nc-opt: error: quantize-int8: expected kernel a or b, got 'c'
 // KERNEL-NOT:  Traceback
 // EMBED:       nc-opt: error: quantize-int8: expected embedding int8 or f32, got 'bf16'
 // EMBED-NOT:   Traceback

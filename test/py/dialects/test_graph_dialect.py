@@ -181,6 +181,7 @@ def test_graph_dialect_has_every_primitive() -> None:
         "input", "weight", "const", "iota", "dim", "add", "sub", "mul", "div", "less_equal",
         "where", "neg", "exp", "sqrt", "reciprocal", "sin", "cos", "cast", "reduce_sum",
         "reduce_max", "reshape", "permute", "broadcast", "slice", "concat", "matmul", "gather",
+        "round", "matmul_i8",  # spec §5 kernel B (issue 18)
     }
     assert primitives <= names
     assert names - primitives == {"func", "return", "fused", "yield"}
@@ -204,3 +205,39 @@ def test_every_primitive_defines_its_result_type() -> None:
     assert len(primitives) >= 26
     missing = [op.name for op in primitives if op.infer is g.GraphPrimitiveOp.infer]
     assert missing == []
+
+
+def test_kernel_b_ops_infer_their_types() -> None:
+    """graph.matmul_i8: [M, K] i8, [M, ceil(K / 32)] f32, [K, N] i8 -> [M, N] f32;
+    graph.round keeps its operand's type; reduce_sum's order is optional."""
+    xq = g.InputOp("xq", "i8", ["seq", 33])
+    xs = g.InputOp("xs", "f32", ["seq", 2])
+    w = g.WeightOp("w", [33, 5], "i8")
+    y = g.MatmulI8Op(xq.result, xs.result, w.result)
+    assert y.result.type == g.TensorType.get("f32", ["seq", 5])
+    r = g.RoundOp(xs.result)
+    assert r.result.type == xs.result.type
+    plain, ordered = g.ReduceSumOp(xs.result, 1), g.ReduceSumOp(xs.result, -1, "sequential")
+    assert (plain.order_name, ordered.order_name) == (None, "sequential")
+    assert ordered.axis.data == 1
+    block = Block()
+    block.add_ops([xq, xs, w, y, r, plain, ordered, g.ReturnOp([("y", y.result)])])
+    _module(block).verify()
+    assert "order" not in str(plain)
+    assert 'axis = 1, order = "sequential"' in str(ordered)
+
+
+def test_kernel_b_ops_reject_bad_operands_at_construction() -> None:
+    xq = g.InputOp("xq", "i8", ["seq", 40])
+    xs = g.InputOp("xs", "f32", ["seq", 1])
+    w = g.WeightOp("w", [40, 5], "i8")
+    with pytest.raises(ShapeError, match=re.escape(
+            "matmul_i8: lhs_scale [seq, 1] must be [seq, 2] (a scale per row of lhs and "
+            "block of 32 of its K = 40)")):
+        g.MatmulI8Op(xq.result, xs.result, w.result)
+    with pytest.raises(ShapeError, match="round operand must be a float tensor, got i8"):
+        g.RoundOp(xq.result)
+    bad = g.ReduceSumOp(xs.result, 1, "pairwise")
+    with pytest.raises(VerifyException, match='unknown order "pairwise", expected one of '
+                                              "sequential"):
+        bad.verify()

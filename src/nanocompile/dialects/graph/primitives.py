@@ -1,6 +1,7 @@
 """The primitive ops of the Graph dialect (spec §2.2): sources, elementwise,
-reductions, layout, matmul and gather, sharing one custom syntax (see
-``dialects/graph/__init__.py``, which registers them)."""
+reductions, layout, matmul and gather, and spec §5 kernel B's ``round`` and
+``matmul_i8``, sharing one custom syntax (see ``dialects/graph/__init__.py``,
+which registers them)."""
 
 from __future__ import annotations
 
@@ -525,6 +526,22 @@ class CosOp(UnaryOp):
 
 
 @irdl_op_definition
+class RoundOp(UnaryOp):
+    """To the nearest integer, halves away from zero: C's ``roundf``, exact.
+
+    ``%r = graph.round %x : !graph.tensor<[seq, 28, 32], f32>``
+
+    Not ``floor(|x| + 0.5)`` (at ``0.49999997`` that gives 1). ``-0.4`` gives
+    ``-0.0``; NaN and the infinities are kept. A vector lowering: ``t =
+    trunc(x)``, then ``t + copysign(1, x)`` where ``|x - t| >= 0.5`` (``x - t``
+    is exact), else ``t``. Spec §5 kernel B's activation quantization uses it.
+    """
+
+    name = "graph.round"
+    KIND: ClassVar[str] = "round"
+
+
+@irdl_op_definition
 class CastOp(PurePrimitiveOp):
     """NumPy ``astype``; to bool means != 0; bf16 only widens to f32.
 
@@ -565,16 +582,47 @@ class ReduceOp(PurePrimitiveOp):
         return shapes.reduce(self.KIND, self.labeled_operands()[0], self.axis.data)
 
 
+REDUCE_ORDERS: dict[str, str] = {
+    "sequential": "one add per element in index order along the axis, from +0.0, each "
+                  "rounded to the dtype (spec §5 kernel B's offset: its blocks in order)",
+}
+"""The named orders a ``graph.reduce_sum`` may state (``order = "..."``). Without
+one, an f32 sum is in the compiler's default order (16 partial sums and their
+halving tree, ``lowering/builder.py``'s ``MATMUL_LANES``); an integer sum is
+exact (it wraps) in any order."""
+
+
 @irdl_op_definition
 class ReduceSumOp(ReduceOp):
     """Sum along ``axis``, kept with size 1, accumulated in the input dtype.
 
     ``%s = graph.reduce_sum %x axis = 1 : !graph.tensor<[seq, 896], f32> ->
     !graph.tensor<[seq, 1], f32>``
+
+    ``order = "sequential"`` (optional) fixes the order of the sum to one of
+    ``REDUCE_ORDERS``: ``graph.reduce_sum %t axis = 1, order = "sequential" : ...``.
     """
 
     name = "graph.reduce_sum"
     KIND: ClassVar[str] = "reduce_sum"
+    order = opt_prop_def(StringAttr)
+    PROPS: ClassVar[tuple[tuple[str, str], ...]] = (("axis", "int"), ("order", "str?"))
+
+    def __init__(self, operand: SSAValue, axis: int, order: str | None = None) -> None:
+        super().__init__(operand, axis)
+        if order is not None:
+            self.properties["order"] = StringAttr(order)
+
+    @property
+    def order_name(self) -> str | None:
+        """The stated order (a key of ``REDUCE_ORDERS``), or None: the default."""
+        return None if self.order is None else self.order.data
+
+    def verify_(self) -> None:
+        if self.order is not None and self.order.data not in REDUCE_ORDERS:
+            raise VerifyException(f"graph.reduce_sum: unknown order \"{self.order.data}\", "
+                                  f"expected one of {', '.join(REDUCE_ORDERS)}")
+        super().verify_()
 
 
 @irdl_op_definition
@@ -770,6 +818,59 @@ class MatmulOp(PurePrimitiveOp):
             raise VerifyException(f"graph.matmul: unknown order \"{self.order.data}\", "
                                   f"expected one of {', '.join(MATMUL_ORDERS)}")
         super().verify_()
+
+
+@irdl_op_definition
+class MatmulI8Op(PurePrimitiveOp):
+    """Spec §5 kernel B's integer core: int8 activations in blocks of 32 columns,
+    each block of each row with its f32 scale, against int8 weights.
+
+    ``%t = graph.matmul_i8 %xq, %xs, %wt : (!graph.tensor<[seq, 896], i8>,
+    !graph.tensor<[seq, 28], f32>, !graph.tensor<[896, 128], i8>) ->
+    !graph.tensor<[seq, 128], f32>``
+
+    ``lhs`` (``xq``) i8 ``[M, K]``; ``lhs_scale`` (``xs``) f32 ``[M, ceil(K / 32)]``,
+    ``xs[m, b]`` the scale of row ``m``'s columns ``32b .. 32b + 31`` (the last
+    block holds the ``K mod 32`` leftover columns, if any); ``rhs`` (``w``) i8
+    ``[K, N]``, a projection's ``[N, K]`` weight through ``permute [1, 0]`` as for
+    ``graph.matmul``. ``K`` is a constant. Element ``[m, n]`` is ``total``, the sum
+    over ``k`` in kernel B's order, the only one of this op:
+
+    * per whole block ``b`` (``o = 32b``) and lane ``l < 8``, the exact integer
+      ``p = sum_{j<4} (w[o+4l+j, n] + 128) * xq[m, o+4l+j]`` (``w + 128`` is
+      ``w XOR 0x80`` read as u8: one ``vpdpbusd`` from zero; ``|p| <= 129,540``,
+      so ``f32(p)`` is exact);
+    * accumulators ``a0..a3`` of 8 f32 lanes from +0.0; the whole blocks four at a
+      time, block ``b`` into ``a_(b mod 4)``, the whole blocks after the last group
+      of four into ``a0``: ``a[l] = fma(f32(p), xs[m, b], a[l])``;
+    * ``v = (a0 + a1) + (a2 + a3)`` lane-wise, ``s_i = v[i] + v[i + 4]``,
+      ``total = (s0 + s1) + (s2 + s3)``;
+    * the last ``K mod 32`` columns, block ``B``: ``total = total +
+      f32(sum (w + 128) * xq) * xs[m, B]`` (multiply, then add).
+
+    So ``total`` is ``sum_k (w[k, n] + 128) * xq[m, k] * xs[m, block(k)]`` up to f32
+    rounding: kernel B subtracts ``128 * sum_b f32(sum xq_b) * xs_b`` (its offset,
+    graph primitives) afterwards. Any instruction sequence computing the same
+    integers ``p`` gives the same bits (AVX2's ``vpmaddubsw`` + ``vpmaddwd``,
+    AVX-VNNI, AVX512-VNNI).
+    """
+
+    name = "graph.matmul_i8"
+    lhs = operand_def(TensorType)
+    lhs_scale = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    ROLES: ClassVar[tuple[str, ...]] = ("lhs", "lhs_scale", "rhs")
+    BLOCK: ClassVar[int] = shapes.I8_BLOCK
+
+    def __init__(self, lhs: SSAValue, lhs_scale: SSAValue, rhs: SSAValue) -> None:
+        spec = shapes.matmul_i8(("lhs", tensor_spec(lhs)), ("lhs_scale", tensor_spec(lhs_scale)),
+                                ("rhs", tensor_spec(rhs)))
+        super().__init__(operands=[lhs, lhs_scale, rhs],
+                         result_types=[TensorType.from_spec(spec)])
+
+    def infer(self) -> TensorSpec:
+        return shapes.matmul_i8(*self.labeled_operands())
 
 
 @irdl_op_definition

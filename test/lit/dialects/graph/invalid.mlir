@@ -299,3 +299,119 @@ graph.func @f {
   graph.return
 }
 // CHECK: error: graph.matmul: unknown order "k_ascending", expected one of blocks32
+
+// -----
+
+// a reduce_sum order that is not one of REDUCE_ORDERS
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[2, 40], f32>
+  %y = graph.reduce_sum %x axis = 1, order = "pairwise" : !graph.tensor<[2, 40], f32> -> !graph.tensor<[2, 1], f32>
+  graph.return
+}
+// CHECK: error: graph.reduce_sum: unknown order "pairwise", expected one of sequential
+
+// -----
+
+// round is float only
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[4], i32>
+  %y = graph.round %x : !graph.tensor<[4], i32>
+  graph.return
+}
+// CHECK: error: graph.round operand %x must be a float tensor, got i32
+
+// -----
+
+// matmul_i8: the activations are int8
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 40], f32>
+  %xs = graph.input "xs" : !graph.tensor<[seq, 2], f32>
+  %w = graph.input "w" : !graph.tensor<[40, 3], i8>
+  %y = graph.matmul_i8 %x, %xs, %w : (!graph.tensor<[seq, 40], f32>, !graph.tensor<[seq, 2], f32>, !graph.tensor<[40, 3], i8>) -> !graph.tensor<[seq, 3], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul_i8: lhs %x must be i8, got f32
+
+// -----
+
+// matmul_i8: the block scales are f32
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 40], i8>
+  %xs = graph.input "xs" : !graph.tensor<[seq, 2], i8>
+  %w = graph.input "w" : !graph.tensor<[40, 3], i8>
+  %y = graph.matmul_i8 %x, %xs, %w : (!graph.tensor<[seq, 40], i8>, !graph.tensor<[seq, 2], i8>, !graph.tensor<[40, 3], i8>) -> !graph.tensor<[seq, 3], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul_i8: lhs_scale %xs must be f32, got i8
+
+// -----
+
+// matmul_i8: the weights are int8
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 40], i8>
+  %xs = graph.input "xs" : !graph.tensor<[seq, 2], f32>
+  %w = graph.input "w" : !graph.tensor<[40, 3], f32>
+  %y = graph.matmul_i8 %x, %xs, %w : (!graph.tensor<[seq, 40], i8>, !graph.tensor<[seq, 2], f32>, !graph.tensor<[40, 3], f32>) -> !graph.tensor<[seq, 3], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul_i8: rhs %w must be i8, got f32
+
+// -----
+
+// matmul_i8: rank 2 only
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[2, seq, 40], i8>
+  %xs = graph.input "xs" : !graph.tensor<[seq, 2], f32>
+  %w = graph.input "w" : !graph.tensor<[40, 3], i8>
+  %y = graph.matmul_i8 %x, %xs, %w : (!graph.tensor<[2, seq, 40], i8>, !graph.tensor<[seq, 2], f32>, !graph.tensor<[40, 3], i8>) -> !graph.tensor<[seq, 3], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul_i8: lhs %x must have rank 2, got 3 [2, seq, 40]
+
+// -----
+
+// matmul_i8 inner dim
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 40], i8>
+  %xs = graph.input "xs" : !graph.tensor<[seq, 2], f32>
+  %w = graph.input "w" : !graph.tensor<[3, 40], i8>
+  %y = graph.matmul_i8 %x, %xs, %w : (!graph.tensor<[seq, 40], i8>, !graph.tensor<[seq, 2], f32>, !graph.tensor<[3, 40], i8>) -> !graph.tensor<[seq, 40], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul_i8: inner dims differ: lhs %x [seq, 40] has K = 40, rhs %w [3, 40] has K = 3
+
+// -----
+
+// matmul_i8: one scale per row and block of 32 (40 columns: 2 blocks)
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 40], i8>
+  %xs = graph.input "xs" : !graph.tensor<[seq, 1], f32>
+  %w = graph.input "w" : !graph.tensor<[40, 3], i8>
+  %y = graph.matmul_i8 %x, %xs, %w : (!graph.tensor<[seq, 40], i8>, !graph.tensor<[seq, 1], f32>, !graph.tensor<[40, 3], i8>) -> !graph.tensor<[seq, 3], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul_i8: lhs_scale %xs [seq, 1] must be [seq, 2] (a scale per row of lhs %x and block of 32 of its K = 40)
+
+// -----
+
+// matmul_i8: K must be a constant (the number of blocks is ceil(K / 32))
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, seq], i8>
+  %xs = graph.input "xs" : !graph.tensor<[seq, 1], f32>
+  %w = graph.input "w" : !graph.tensor<[seq, 3], i8>
+  %y = graph.matmul_i8 %x, %xs, %w : (!graph.tensor<[seq, seq], i8>, !graph.tensor<[seq, 1], f32>, !graph.tensor<[seq, 3], i8>) -> !graph.tensor<[seq, 3], f32>
+  graph.return
+}
+// CHECK: error: graph.matmul_i8: K of lhs %x [seq, seq] must be a constant, got seq
+
+// -----
+
+// matmul_i8: the result is f32 [M, N]
+graph.func @f {
+  %x = graph.input "x" : !graph.tensor<[seq, 40], i8>
+  %xs = graph.input "xs" : !graph.tensor<[seq, 2], f32>
+  %w = graph.input "w" : !graph.tensor<[40, 3], i8>
+  %y = graph.matmul_i8 %x, %xs, %w : (!graph.tensor<[seq, 40], i8>, !graph.tensor<[seq, 2], f32>, !graph.tensor<[40, 3], i8>) -> !graph.tensor<[seq, 3], i8>
+  graph.return
+}
+// CHECK: error: graph.matmul_i8: declared result type %y [seq, 3] i8 differs from inferred type [seq, 3] f32

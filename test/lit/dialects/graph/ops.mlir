@@ -32,6 +32,8 @@ graph.func @all_ops {
   %wf = graph.cast %wb : !graph.tensor<[128, 896], bf16> -> !graph.tensor<[128, 896], f32>
   %rs = graph.reduce_sum %cs axis = 1 : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 1], f32>
   %rm = graph.reduce_max %cs axis = 1 : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 1], f32>
+  %ro = graph.reduce_sum %cs axis = 1, order = "sequential" : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 1], f32>
+  %rd = graph.round %cs : !graph.tensor<[seq, 896], f32>
   %rh = graph.reshape %cs : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 14, 64], f32>
   %pm = graph.permute %rh perm = [1, 0, 2] : !graph.tensor<[seq, 14, 64], f32> -> !graph.tensor<[14, seq, 64], f32>
   %bc = graph.broadcast %rs : !graph.tensor<[seq, 1], f32> -> !graph.tensor<[seq, 896], f32>
@@ -41,6 +43,11 @@ graph.func @all_ops {
   %wt = graph.permute %wf perm = [1, 0] : !graph.tensor<[128, 896], f32> -> !graph.tensor<[896, 128], f32>
   %mm = graph.matmul %x, %wt : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[896, 128], f32>) -> !graph.tensor<[seq, 128], f32>
   %mo = graph.matmul %x, %wt order = "blocks32" : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[896, 128], f32>) -> !graph.tensor<[seq, 128], f32>
+  %xq = graph.cast %rd : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 896], i8>
+  %xs = graph.input "xs" : !graph.tensor<[seq, 28], f32>
+  %w8 = graph.weight "w8" : !graph.tensor<[128, 896], i8>
+  %w8t = graph.permute %w8 perm = [1, 0] : !graph.tensor<[128, 896], i8> -> !graph.tensor<[896, 128], i8>
+  %mi = graph.matmul_i8 %xq, %xs, %w8t : (!graph.tensor<[seq, 896], i8>, !graph.tensor<[seq, 28], f32>, !graph.tensor<[896, 128], i8>) -> !graph.tensor<[seq, 128], f32>
   %g = graph.gather %emb, %ids : (!graph.tensor<[151936, 896], f32>, !graph.tensor<[seq], i64>) -> !graph.tensor<[seq, 896], f32>
   graph.return "out" = %mm, "h" = %g : !graph.tensor<[seq, 128], f32>, !graph.tensor<[seq, 896], f32>
 }
@@ -72,6 +79,8 @@ graph.func @all_ops {
 // CHECK-NEXT:    %wf = graph.cast %wb : !graph.tensor<[128, 896], bf16> -> !graph.tensor<[128, 896], f32>
 // CHECK-NEXT:    %rs = graph.reduce_sum %cs axis = 1 : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 1], f32>
 // CHECK-NEXT:    %rm = graph.reduce_max %cs axis = 1 : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 1], f32>
+// CHECK-NEXT:    %ro = graph.reduce_sum %cs axis = 1, order = "sequential" : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 1], f32>
+// CHECK-NEXT:    %rd = graph.round %cs : !graph.tensor<[seq, 896], f32>
 // CHECK-NEXT:    %rh = graph.reshape %cs : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 14, 64], f32>
 // CHECK-NEXT:    %pm = graph.permute %rh perm = [1, 0, 2] : !graph.tensor<[seq, 14, 64], f32> -> !graph.tensor<[14, seq, 64], f32>
 // CHECK-NEXT:    %bc = graph.broadcast %rs : !graph.tensor<[seq, 1], f32> -> !graph.tensor<[seq, 896], f32>
@@ -81,6 +90,11 @@ graph.func @all_ops {
 // CHECK-NEXT:    %wt = graph.permute %wf perm = [1, 0] : !graph.tensor<[128, 896], f32> -> !graph.tensor<[896, 128], f32>
 // CHECK-NEXT:    %mm = graph.matmul %x, %wt : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[896, 128], f32>) -> !graph.tensor<[seq, 128], f32>
 // CHECK-NEXT:    %mo = graph.matmul %x, %wt order = "blocks32" : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[896, 128], f32>) -> !graph.tensor<[seq, 128], f32>
+// CHECK-NEXT:    %xq = graph.cast %rd : !graph.tensor<[seq, 896], f32> -> !graph.tensor<[seq, 896], i8>
+// CHECK-NEXT:    %xs = graph.input "xs" : !graph.tensor<[seq, 28], f32>
+// CHECK-NEXT:    %w8 = graph.weight "w8" : !graph.tensor<[128, 896], i8>
+// CHECK-NEXT:    %w8t = graph.permute %w8 perm = [1, 0] : !graph.tensor<[128, 896], i8> -> !graph.tensor<[896, 128], i8>
+// CHECK-NEXT:    %mi = graph.matmul_i8 %xq, %xs, %w8t : (!graph.tensor<[seq, 896], i8>, !graph.tensor<[seq, 28], f32>, !graph.tensor<[896, 128], i8>) -> !graph.tensor<[seq, 128], f32>
 // CHECK-NEXT:    %g = graph.gather %emb, %ids : (!graph.tensor<[151936, 896], f32>, !graph.tensor<[seq], i64>) -> !graph.tensor<[seq, 896], f32>
 // CHECK-NEXT:    graph.return "out" = %mm, "h" = %g : !graph.tensor<[seq, 128], f32>, !graph.tensor<[seq, 896], f32>
 // CHECK-NEXT:  }
@@ -91,8 +105,11 @@ graph.func @all_ops {
 // GENERIC:        %io = "graph.iota"() <{axis = #builtin.int<0>}> : () -> !graph.tensor<[seq], i64>
 // GENERIC:        %d = "graph.dim"() <{expr = #graph.dim<past + seq>}> : () -> !graph.tensor<[], i64>
 // GENERIC:        %a = "graph.add"(%x, %x) : (!graph.tensor<[seq, 896], f32>, !graph.tensor<[seq, 896], f32>) -> !graph.tensor<[seq, 896], f32>
+// GENERIC:        %ro = "graph.reduce_sum"(%cs) <{axis = #builtin.int<1>, order = "sequential"}>
+// GENERIC:        %rd = "graph.round"(%cs) : (!graph.tensor<[seq, 896], f32>) -> !graph.tensor<[seq, 896], f32>
 // GENERIC:        %pm = "graph.permute"(%rh) <{perm = [#builtin.int<1>, #builtin.int<0>, #builtin.int<2>]}>
 // GENERIC:        %sl = "graph.slice"(%x) <{axis = #builtin.int<0>, start = #graph.dim<seq - 1>, stop = #graph.dim<seq>}>
 // GENERIC:        %kk = "graph.concat"(%pk, %pk) <{axis = #builtin.int<1>}>
 // GENERIC:        %mo = "graph.matmul"(%x, %wt) <{order = "blocks32"}>
+// GENERIC:        %mi = "graph.matmul_i8"(%xq, %xs, %w8t) : (!graph.tensor<[seq, 896], i8>, !graph.tensor<[seq, 28], f32>, !graph.tensor<[896, 128], i8>) -> !graph.tensor<[seq, 128], f32>
 // GENERIC:        "graph.return"(%mm, %g) <{names = ["out", "h"]}>
