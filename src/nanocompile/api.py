@@ -74,12 +74,13 @@ from nanocompile.inference.engine import (
     wide_weights,
 )
 from nanocompile.inference.generate import (
+    CancelCheck,
     ContextLengthError,
     GenerationResult,
     TokenCallback,
     generate_tokens,
 )
-from nanocompile.inference.progress import Progress, report_step
+from nanocompile.inference.progress import Progress, StderrProgress, report_step
 from nanocompile.inference.sampling import Sampler, SamplingParams
 from nanocompile.interpreter import InterpreterBackend
 from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
@@ -486,7 +487,9 @@ class Model:
 
     def generate(self, prompt: str, *, max_tokens: int = 64,
                  sampling: SamplingParams | Sampler | None = None, stop_at_eos: bool = True,
-                 chat: bool = False, on_token: TokenCallback | None = None) -> GenerationResult:
+                 chat: bool = False, on_token: TokenCallback | None = None,
+                 stop: str | Sequence[str] = (),
+                 cancel: CancelCheck | None = None) -> GenerationResult:
         """Continue ``prompt`` by up to ``max_tokens`` tokens.
 
         ``sampling=None`` is greedy; a :class:`Sampler` keeps its random state
@@ -494,36 +497,53 @@ class Model:
         ChatML conversation (see :meth:`chat`). Generation stops at
         ``<|endoftext|>`` unless ``stop_at_eos`` is false. ``on_token`` gets
         each piece of text as soon as it is complete (a character split
-        across tokens arrives whole).
+        across tokens arrives whole). ``stop``: strings that end the text
+        (it stops right before the first one found; text that could still
+        become one is held back from ``on_token`` until it cannot).
+        ``cancel()`` is asked before every forward pass: True ends the
+        generation there (``stop_reason`` "cancelled").
         """
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
         if chat:
             return self.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens,
-                             sampling=sampling, stop_at_eos=stop_at_eos, on_token=on_token)
+                             sampling=sampling, stop_at_eos=stop_at_eos, on_token=on_token,
+                             stop=stop, cancel=cancel)
         return self.generate_ids(self.tokenizer.encode(prompt), max_tokens=max_tokens,
                                  sampling=sampling, on_token=on_token,
-                                 stop_ids=self.stop_ids(chat=False) if stop_at_eos else ())
+                                 stop_ids=self.stop_ids(chat=False) if stop_at_eos else (),
+                                 stop=stop, cancel=cancel)
 
     def chat(self, messages: Sequence[Message], *, max_tokens: int = 64,
              sampling: SamplingParams | Sampler | None = None, stop_at_eos: bool = True,
-             on_token: TokenCallback | None = None) -> GenerationResult:
+             on_token: TokenCallback | None = None, stop: str | Sequence[str] = (),
+             cancel: CancelCheck | None = None) -> GenerationResult:
         """The assistant's reply to ``messages`` (dicts with ``role`` and ``content``).
 
         The conversation is rendered with the snapshot's chat template (ChatML
         for Qwen2.5, with its default system message when none is given) and
-        the reply stops at ``<|im_end|>``.
+        the reply stops at ``<|im_end|>``. ``stop`` and ``cancel``: as for
+        :meth:`generate`.
         """
-        text = render_chat(messages, add_generation_prompt=True, snapshot_dir=self.path)
-        return self.generate_ids(self.tokenizer.encode(text), max_tokens=max_tokens,
+        return self.generate_ids(self.chat_ids(messages), max_tokens=max_tokens,
                                  sampling=sampling, on_token=on_token,
-                                 stop_ids=self.stop_ids(chat=True) if stop_at_eos else ())
+                                 stop_ids=self.stop_ids(chat=True) if stop_at_eos else (),
+                                 stop=stop, cancel=cancel)
+
+    def chat_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The token ids :meth:`chat` prefills for ``messages`` (the rendered
+        conversation and the assistant's generation prompt)."""
+        text = render_chat(messages, add_generation_prompt=True, snapshot_dir=self.path)
+        return self.tokenizer.encode(text)
 
     def generate_ids(self, prompt_ids: Sequence[int], *, max_tokens: int = 64,
                      sampling: SamplingParams | Sampler | None = None,
                      stop_ids: Sequence[int] | frozenset[int] = (),
-                     on_token: TokenCallback | None = None) -> GenerationResult:
-        """Generate after token ids (ints or NumPy integers), stopping at any of ``stop_ids``."""
+                     on_token: TokenCallback | None = None, stop: str | Sequence[str] = (),
+                     cancel: CancelCheck | None = None) -> GenerationResult:
+        """Generate after token ids (ints or NumPy integers), stopping at any of
+        ``stop_ids`` (``stop`` and ``cancel``: as for :meth:`generate`). The
+        prefill is reported to the ``progress`` given to :func:`load`."""
         ids = [_token_id(i) for i in prompt_ids]
         bad = [i for i in ids if not 0 <= i < self.config.vocab_size]
         if bad:
@@ -532,7 +552,8 @@ class Model:
         return generate_tokens(self.engine, self.tokenizer, ids,
                                max_tokens=max_tokens, sampler=_sampler(sampling),
                                stop_ids=frozenset(stop_ids), context=self.context,
-                               on_token=on_token)
+                               on_token=on_token, stop=stop, cancel=cancel,
+                               progress=self._progress)
 
     # -- inspection -------------------------------------------------------
 
@@ -636,8 +657,8 @@ def _context(config: Qwen2Config, context: int | None) -> int:
 
 def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
          last_only: bool = True, context: int | None = None,
-         progress: Progress | None = None, weights: str | None = None,
-         int8_embedding: bool = True) -> Model:
+         progress: Progress | bool | None = None, weights: str | None = None,
+         int8_embedding: bool = True, tokenizer: Tokenizer | None = None) -> Model:
     """Open a Qwen2 snapshot directory and get it ready to run on ``backend``.
 
     ``model_dir=None`` is the embedded default: the synthetic Qwen2.5-0.5B
@@ -647,7 +668,12 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     that computes the last position's logits only (``Model.logits`` then
     compiles a second, all-position graph on first use). ``context`` caps
     prompt plus generated tokens (default ``max_position_embeddings``).
-    ``progress(what, done, total)`` hears about the slow steps. ``weights``
+    ``progress(what, done, total)`` hears about the slow steps (the load's,
+    then each generation's prefill); ``progress=True`` shows them on stderr
+    as the command line does (:class:`StderrProgress`: steps over a second,
+    on a terminal only). ``tokenizer``: one already read from the directory
+    (the command line reads it first, to check a prompt before the slow
+    steps); default: read here. ``weights``
     is the weight format: ``"bf16"`` (the kernels read the snapshot's bf16
     tensors where they lie, mapped, and widen in registers; tensors stored
     otherwise are widened to f32) or ``"f32"`` (every tensor widened at
@@ -670,6 +696,8 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
         raise ValueError(f"weights must be one of {', '.join(FORMATS)} (or None: "
                          f"the snapshot's), got {weights!r}")
     _check_int8_embedding(int8_embedding, weights)
+    if isinstance(progress, bool):
+        progress = StderrProgress() if progress else None
     synthetic = model_dir is None
     directory = ensure_default_snapshot(progress) if model_dir is None else Path(model_dir)
     snapshot = Snapshot.open(directory)
@@ -678,7 +706,9 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
         if fmt == "bf16" and default_weights(snapshot) != "bf16":
             raise ValueError(f"weights='bf16': {directory} stores no tensor in bf16 "
                              "(use weights='f32')")
-        model = Model(snapshot, Tokenizer.from_dir(directory), backend=backend,
+        if tokenizer is None:
+            tokenizer = Tokenizer.from_dir(directory)
+        model = Model(snapshot, tokenizer, backend=backend,
                       last_only=last_only, context=_context(snapshot.config, context),
                       synthetic=synthetic, progress=progress, weights=fmt,
                       int8_embedding=int8_embedding)

@@ -1,7 +1,9 @@
 """The ``nanocompile`` command line: one subcommand per job.
 
     nanocompile generate "The capital of France is"     # stream a continuation
-    nanocompile chat --system "Be brief."               # ChatML turns from stdin
+    nanocompile generate -f prompt.txt --json           # one JSON object, for scripts
+    nanocompile chat --system "Be brief."               # a conversation (a REPL on a terminal)
+    nanocompile serve                                   # an OpenAI-compatible HTTP server
     nanocompile compile                                 # kernels, bytes, cache
     nanocompile perplexity FILE                         # spec §1.5
     nanocompile dump --stage loop --layers 1            # the IR after a stage
@@ -9,22 +11,27 @@
 
 Without ``--model DIR`` the model is the embedded default, a synthetic
 Qwen2.5-0.5B generated once into the user cache (its text is meaningless).
-Generated text goes to stdout; progress, notices and the closing speed line
-to stderr. Every error a user can cause ends in one line on stderr and a
-non-zero exit, never a traceback (set ``NANOCOMPILE_TRACEBACK=1`` to see one
-anyway). Heavy modules (xDSL, the compiler) are imported by the subcommands
-that need them, so ``--help`` stays fast.
+Generated text goes to stdout; progress (on a terminal, for steps over a
+second), notices and the closing speed line to stderr. Every error a user
+can cause ends in one line on stderr and a non-zero exit, never a traceback
+(set ``NANOCOMPILE_TRACEBACK=1`` to see one anyway). Heavy modules (xDSL, the
+compiler, the server) are imported by the subcommands that need them, so
+``--help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import secrets
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from nanocompile.inference.progress import StderrProgress
@@ -32,14 +39,17 @@ from nanocompile.inference.progress import StderrProgress
 if TYPE_CHECKING:
     from nanocompile.api import Model
     from nanocompile.checkpoint.config import Qwen2Config
+    from nanocompile.inference.conversation import Conversation
     from nanocompile.inference.generate import GenerationResult
-    from nanocompile.inference.sampling import Sampler
+    from nanocompile.inference.sampling import Sampler, SamplingParams
+    from nanocompile.tokenizer.tokenizer import Tokenizer
 
 PROG = "nanocompile"
 SYNTHETIC_NOTICE = (
     f"{PROG}: note: no --model given: using the embedded default, a SYNTHETIC "
     "Qwen2.5-0.5B (deterministic random weights): its text is meaningless"
 )
+MAX_THREADS = 256
 
 
 class UserError(Exception):
@@ -47,10 +57,21 @@ class UserError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``nanocompile: error: ...``."""
+    """argparse with one-line errors: ``nanocompile: error: ...``, pointing at the
+    help of the (sub)command that failed."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """As argparse, but an unknown option is reported by the subcommand's parser
+        (argparse leaves it to the top level, whose help does not list the options)."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            owner: argparse.ArgumentParser = getattr(parsed, "parser", self)
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
 
 
 # --------------------------------------------------------------------------
@@ -77,6 +98,21 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _thread_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"expected a thread count in 1..{MAX_THREADS}, "
+                                         f"got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _non_negative_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port in 0..65535, got {value}")
+    return value
+
+
 # --------------------------------------------------------------------------
 # shared pieces
 
@@ -85,11 +121,15 @@ _REPORTER: StderrProgress | None = None
 
 
 def _progress() -> StderrProgress:
-    """The process's one progress reporter (on stderr)."""
+    """The process's one progress reporter (on stderr, when it is a terminal)."""
     global _REPORTER
     if _REPORTER is None:
         _REPORTER = StderrProgress(sys.stderr)
     return _REPORTER
+
+
+def _note(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
 
 
 def _int8_embedding(args: argparse.Namespace) -> bool:
@@ -100,16 +140,54 @@ def _int8_embedding(args: argparse.Namespace) -> bool:
     return not args.f32_embedding
 
 
-def _load_model(args: argparse.Namespace, *, last_only: bool = True) -> Model:
-    """Load ``--model`` (or the synthetic default, saying so) on ``--backend``."""
+def _use_threads(args: argparse.Namespace) -> None:
+    """``--threads N``: the compiled kernels' pool size (NANOCOMPILE_THREADS, read by
+    the pool when it starts)."""
+    threads = getattr(args, "threads", None)
+    if threads is not None:
+        os.environ["NANOCOMPILE_THREADS"] = str(threads)
+
+
+def _model_dir(args: argparse.Namespace) -> Path:
+    """``--model`` (it must exist), or the default snapshot (generated if needed)."""
+    if args.model is None:
+        from nanocompile.api import ensure_default_snapshot
+
+        print(SYNTHETIC_NOTICE, file=sys.stderr, flush=True)
+        return ensure_default_snapshot(_progress())
+    path = Path(args.model)
+    if not path.is_dir():
+        raise UserError(f"{path}: model directory does not exist")
+    return path
+
+
+def _context_of(args: argparse.Namespace, directory: Path) -> int:
+    """``--context`` checked against the snapshot's config (read, not loaded)."""
+    from nanocompile.checkpoint.config import Qwen2Config
+
+    limit = Qwen2Config.from_file(directory / "config.json").max_position_embeddings
+    context = getattr(args, "context", None)
+    if context is None:
+        return limit
+    if not 2 <= context <= limit:
+        raise UserError(f"--context must be in [2, {limit}] (max_position_embeddings), "
+                        f"got {context}")
+    return context
+
+
+def _load_model(args: argparse.Namespace, *, last_only: bool = True,
+                tokenizer: Tokenizer | None = None, notice: bool = True) -> Model:
+    """Load ``--model`` (or the synthetic default, saying so unless ``notice`` is
+    false: it was said already) on ``--backend``."""
     from nanocompile.api import load
 
     int8_embedding = _int8_embedding(args)
-    if args.model is None:
+    _use_threads(args)
+    if args.model is None and notice:
         print(SYNTHETIC_NOTICE, file=sys.stderr, flush=True)
     return load(args.model, backend=getattr(args, "backend", "c"), last_only=last_only,
                 context=getattr(args, "context", None), progress=_progress(),
-                weights=args.weights, int8_embedding=int8_embedding)
+                weights=args.weights, int8_embedding=int8_embedding, tokenizer=tokenizer)
 
 
 def _sampling_from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -124,27 +202,43 @@ def _sampling_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     return chosen
 
 
-def _sampler(args: argparse.Namespace, model_dir: Path | None = None) -> Sampler:
-    """The sampler the flags describe (``model_dir``: where generation_config.json is).
+def _check_sampling_flags(args: argparse.Namespace) -> None:
+    """Bad sampling flags fail before anything slow (SamplingParams says why)."""
+    from nanocompile.inference.sampling import SamplingParams
 
-    Defaults: temperature 1, no top-k, no top-p; ``--model-defaults`` starts
-    from the snapshot's generation_config.json instead; explicit flags win.
-    Without ``--seed`` a random seed is drawn (and reported at the end).
+    SamplingParams(**_sampling_from_flags(args))
+
+
+def _base_params(args: argparse.Namespace, model_dir: Path, seed: int | None
+                 ) -> SamplingParams:
+    """The sampling parameters before the explicit flags.
+
+    By default the snapshot's generation_config.json (temperature, top-k,
+    top-p; as transformers does), without its repetition penalty (spec
+    §1.4: not unless asked for), or spec §1.4's defaults if the snapshot has
+    no such file; ``--model-defaults``: the file, which must exist, penalty
+    included; ``--no-model-defaults``: spec §1.4's defaults (T 1, no top-k,
+    no top-p).
     """
+    from nanocompile.inference.sampling import SamplingParams, from_generation_config
+
+    mode = args.model_defaults
+    if mode is False or (mode is None and not os.path.lexists(
+            model_dir / "generation_config.json")):
+        return SamplingParams(seed=seed)
+    return from_generation_config(model_dir, seed=seed, with_repetition_penalty=mode is True)
+
+
+def _sampler(args: argparse.Namespace, model_dir: Path) -> Sampler:
+    """The sampler the flags describe (``model_dir``: where generation_config.json is);
+    explicit flags win over the defaults. Without ``--seed`` a random seed is
+    drawn (and reported at the end)."""
     from dataclasses import replace
 
-    from nanocompile.inference.sampling import Sampler, SamplingParams, from_generation_config
+    from nanocompile.inference.sampling import Sampler
 
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    if args.model_defaults:
-        if model_dir is None:
-            raise UserError("--model-defaults needs the model directory")
-        params = from_generation_config(model_dir, seed=seed,
-                                        with_repetition_penalty=True)
-        params = replace(params, **_sampling_from_flags(args))
-    else:
-        params = SamplingParams(seed=seed, **_sampling_from_flags(args))
-    return Sampler(params)
+    return Sampler(replace(_base_params(args, model_dir, seed), **_sampling_from_flags(args)))
 
 
 _OPEN_LINE = False  # stdout holds a line of generated text without its newline
@@ -157,16 +251,81 @@ def _write(piece: str) -> None:
     _OPEN_LINE = not piece.endswith("\n")
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _how(sampler: Sampler) -> str:
+    p = sampler.params
+    how = ("greedy" if p.greedy else
+           f"T={p.temperature:g} top-k={p.top_k} top-p={p.top_p:g} seed={p.seed}")
+    if p.repetition_penalty != 1.0:
+        how += f" repetition-penalty={p.repetition_penalty:g}"
+    return how
+
+
 def _closing_line(result: GenerationResult, sampler: Sampler) -> str:
-    n = len(result.token_ids)
     speed = (f"{result.decode_tok_per_s:.1f} tok/s" if result.decode_steps
              else "n/a (no decode step)")
-    how = ("greedy" if sampler.params.greedy else
-           f"T={sampler.params.temperature:g} top-k={sampler.params.top_k} "
-           f"top-p={sampler.params.top_p:g} seed={sampler.params.seed}")
-    return (f"{PROG}: {n} tokens generated (stop: {result.stop_reason.replace('_', ' ')}) | "
-            f"prefill {result.prompt_tokens} tokens in {result.prefill_seconds:.3f} s | "
-            f"decode {speed} | {how}")
+    return (f"{PROG}: {_count(len(result.token_ids), 'token')} generated "
+            f"(stop: {result.stop_reason.replace('_', ' ')}) | "
+            f"prefill {_count(result.prompt_tokens, 'token')} in "
+            f"{result.prefill_seconds:.3f} s | decode {speed} | {_how(sampler)}")
+
+
+def _threads_of(model: Model) -> int | None:
+    """The compiled kernels' thread count (None on the interpreter)."""
+    from nanocompile.backend.runtime import CompiledBackend
+
+    backend = model.engine.backend
+    return backend.program.threads() if isinstance(backend, CompiledBackend) else None
+
+
+def _result_json(model: Model, result: GenerationResult, sampler: Sampler) -> str:
+    p = sampler.params
+    return json.dumps({
+        "text": result.text,
+        "token_ids": result.token_ids,
+        "prompt_tokens": result.prompt_tokens,
+        "stop_reason": result.stop_reason,
+        "timings": {"prefill_seconds": result.prefill_seconds,
+                    "decode_seconds": result.decode_seconds,
+                    "decode_steps": result.decode_steps,
+                    "decode_tok_per_s": result.decode_tok_per_s},
+        "sampling": {"greedy": p.greedy, "temperature": p.temperature, "top_k": p.top_k,
+                     "top_p": p.top_p, "repetition_penalty": p.repetition_penalty,
+                     "seed": p.seed},
+        "model": str(model.path),
+        "backend": model.backend,
+        "weights": model.weights,
+        "threads": _threads_of(model),
+    }, ensure_ascii=False)
+
+
+def _read_text(source: str, what: str) -> str:
+    """The text of file ``source`` (``-``: stdin), bytes that are not UTF-8 replaced."""
+    if source == "-":
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else (
+            sys.stdin.read().encode("utf-8", "surrogateescape"))
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise UserError(f"{path}: no such file")
+        data = path.read_bytes()
+    return _valid_text(data.decode("utf-8", "surrogateescape"), what)
+
+
+def _prompt(args: argparse.Namespace) -> str:
+    """PROMPT, ``-`` (stdin) or ``-f FILE`` (``-f -``: stdin), exactly one of them."""
+    if args.prompt is not None and args.file is not None:
+        raise UserError("give PROMPT or -f FILE, not both")
+    if args.file is not None:
+        return _read_text(args.file, "stdin" if args.file == "-" else args.file)
+    if args.prompt is None:
+        raise UserError("no prompt: give PROMPT, - (read stdin) or -f FILE")
+    if args.prompt == "-":
+        return _read_text("-", "stdin")
+    return _valid_text(args.prompt, "PROMPT")
 
 
 # --------------------------------------------------------------------------
@@ -217,13 +376,6 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_with_sampler(args: argparse.Namespace) -> tuple[Model, Sampler]:
-    """The model and the sampler; bad sampling flags fail before the slow load."""
-    sampler = None if args.model_defaults else _sampler(args)
-    model = _load_model(args)
-    return model, sampler or _sampler(args, model.path)
-
-
 def _valid_text(text: str, what: str) -> str:
     """``text`` (from argv or stdin) with its undecodable bytes replaced by U+FFFD, saying so.
 
@@ -240,46 +392,214 @@ def _valid_text(text: str, what: str) -> str:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    prompt = _valid_text(args.prompt, "PROMPT")
-    model, sampler = _load_with_sampler(args)
-    result = model.generate(prompt, max_tokens=args.max_tokens, sampling=sampler,
-                            stop_at_eos=not args.ignore_eos, on_token=_write)
+    from nanocompile.inference.generate import check_prompt, check_stops
+    from nanocompile.tokenizer.tokenizer import Tokenizer
+
+    prompt = _prompt(args)
+    stops = check_stops(args.stop or ())
+    _check_sampling_flags(args)
+    _int8_embedding(args)
+    directory = _model_dir(args)
+    context = _context_of(args, directory)
+    tokenizer = Tokenizer.from_dir(directory)
+    prompt_ids = tokenizer.encode(prompt)
+    check_prompt(prompt_ids, context)  # before the slow load
+    sampler = _sampler(args, directory)
+    model = _load_model(args, tokenizer=tokenizer, notice=False)
+    stream = None if args.json else _write
+    result = model.generate_ids(prompt_ids, max_tokens=args.max_tokens, sampling=sampler,
+                                stop_ids=() if args.ignore_eos else model.stop_ids(chat=False),
+                                on_token=stream, stop=stops)
+    if args.json:
+        print(_result_json(model, result, sampler), flush=True)
+        return 0
     _write("\n")
     print(_closing_line(result, sampler), file=sys.stderr)
     return 0
 
 
-def _cmd_chat(args: argparse.Namespace) -> int:
-    system = None if args.system is None else _valid_text(args.system, "--system")
-    if isinstance(sys.stdin, io.TextIOWrapper):  # bytes that are not UTF-8: whatever the locale
-        sys.stdin.reconfigure(errors="surrogateescape")
-    model, sampler = _load_with_sampler(args)
-    messages: list[dict[str, str]] = []
-    if system is not None:
-        messages.append({"role": "system", "content": system})
-    interactive = sys.stdin.isatty()
-    line_number = 0
-    while True:
-        if interactive:
+# -- chat -------------------------------------------------------------------
+
+
+CHAT_COMMANDS = ("/reset: forget the conversation (the system message stays); "
+                 "/system TEXT: set the system message (/system alone: the template's "
+                 "default); /help: this list")
+
+
+class _CtrlC:
+    """While a reply runs, Ctrl-C asks it to stop (at the next token) instead of
+    ending the session."""
+
+    def __init__(self) -> None:
+        self.pressed = threading.Event()
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        self.pressed.clear()
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.pressed.set()
+
+
+class _Lines:
+    """The user's lines: with line editing and history (readline) on a terminal,
+    plain lines from a pipe or a file."""
+
+    def __init__(self, interactive: bool) -> None:
+        self.interactive = interactive
+        self.number = 0
+        self._editing = interactive and sys.stdout.isatty()
+        if self._editing:
+            try:
+                import readline  # noqa: F401  (input() edits lines and keeps a history)
+            except ImportError:
+                self._editing = False
+
+    def read(self) -> str | None:
+        """The next line without its newline; None at the end of the input."""
+        self.number += 1
+        if self._editing:
+            try:
+                return input("> ")
+            except EOFError:
+                _write("\n")
+                return None
+        if self.interactive:
             print("> ", end="", file=sys.stderr, flush=True)
         line = sys.stdin.readline()
-        line_number += 1
-        if not line:
-            break
-        if not line.strip():
+        return line.rstrip("\r\n") if line else None
+
+
+def _chat_command(line: str, conversation: Conversation) -> bool:
+    """Run ``/reset``, ``/system``, ``/help``; False if ``line`` is a message."""
+    if not line.startswith("/"):
+        return False
+    name, _, rest = line.partition(" ")
+    if name == "/reset":
+        conversation.reset()
+        _note("conversation cleared (the system message stays)")
+    elif name == "/system":
+        conversation.system = rest.strip() or None
+        _note("system message set" if conversation.system else
+              "system message: the chat template's default")
+    elif name == "/help":
+        _note(CHAT_COMMANDS)
+    else:
+        _note(f"unknown command {name} ({CHAT_COMMANDS})")
+    return True
+
+
+def _fit_conversation(model: Model, conversation: Conversation, max_tokens: int) -> None:
+    """Drop the oldest turns (with a notice) so the reply has ``max_tokens`` of room."""
+    dropped = conversation.fit(lambda messages: len(model.chat_ids(messages)),
+                               model.context - max_tokens)
+    if dropped:
+        _note(f"the conversation outgrew the context ({model.context} tokens): dropped the "
+              f"oldest {_count(dropped, 'turn')}")
+
+
+def _chat_turn(model: Model, conversation: Conversation, args: argparse.Namespace,
+               sampler: Sampler, stops: tuple[str, ...], ctrl_c: _CtrlC | None) -> None:
+    """One reply to the conversation's newest user message."""
+    _fit_conversation(model, conversation, args.max_tokens)
+    if ctrl_c is None:
+        result = model.chat(conversation.messages(), max_tokens=args.max_tokens,
+                            sampling=sampler, on_token=_write, stop=stops)
+    else:
+        with ctrl_c:
+            result = model.chat(conversation.messages(), max_tokens=args.max_tokens,
+                                sampling=sampler, on_token=_write, stop=stops,
+                                cancel=ctrl_c.pressed.is_set)
+    _write("\n")
+    if result.stop_reason == "cancelled":
+        _note("reply stopped (Ctrl-C); the conversation goes on")
+    print(_closing_line(result, sampler), file=sys.stderr, flush=True)
+    conversation.add("assistant", result.text)
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    from nanocompile.inference.conversation import Conversation
+    from nanocompile.inference.generate import ContextLengthError, check_stops
+
+    system = None if args.system is None else _valid_text(args.system, "--system")
+    stops = check_stops(args.stop or ())
+    if isinstance(sys.stdin, io.TextIOWrapper):  # bytes that are not UTF-8: whatever the locale
+        sys.stdin.reconfigure(errors="surrogateescape")
+    _check_sampling_flags(args)
+    directory = _model_dir(args)
+    _context_of(args, directory)
+    sampler = _sampler(args, directory)
+    model = _load_model(args, notice=False)
+    conversation = Conversation(system)
+    lines = _Lines(sys.stdin.isatty())
+    if lines.interactive:
+        _note(f"chat with {model.path.name}: Ctrl-C stops a reply, Ctrl-D ends; "
+              f"{CHAT_COMMANDS}")
+    while True:
+        try:
+            line = lines.read()
+        except KeyboardInterrupt:  # at the prompt: a fresh line, as a shell does
+            if not lines.interactive:
+                raise
+            _write("\n")
             continue
-        text = _valid_text(line.rstrip("\r\n"), f"line {line_number} of stdin")
-        messages.append({"role": "user", "content": text})
-        result = model.chat(messages, max_tokens=args.max_tokens, sampling=sampler,
-                            on_token=_write)
-        _write("\n")
-        print(_closing_line(result, sampler), file=sys.stderr, flush=True)
-        messages.append({"role": "assistant", "content": result.text})
+        if line is None:
+            break
+        if not line.strip() or _chat_command(line, conversation):
+            continue
+        conversation.add("user", _valid_text(line, f"line {lines.number} of stdin"))
+        try:
+            _chat_turn(model, conversation, args, sampler, stops,
+                       _CtrlC() if lines.interactive else None)
+        except ContextLengthError as exc:
+            conversation.drop_last_user_turn()
+            if not lines.interactive:
+                raise
+            _note(f"error: {exc} (shorten the message, or /reset)")
+    return 0
+
+
+# -- serve ------------------------------------------------------------------
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from nanocompile.server import Settings, listen, serve
+
+    _check_sampling_flags(args)
+    directory = _model_dir(args)
+    _context_of(args, directory)
+    # a request's defaults: the flags over the snapshot's (no seed: each request draws one)
+    defaults = replace(_base_params(args, directory, None), **_sampling_from_flags(args))
+    sock = listen(args.host, args.port)  # before the slow load: a taken port fails at once
+    try:
+        model = _load_model(args, notice=False)
+        _progress().enabled = False  # the prefill of requests: no bars in the server's log
+        name = args.name or model.path.name
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        _note(f"serving {name} at http://{shown}:{port}/v1 (OpenAI API: /v1/chat/completions, "
+              f"/v1/completions, /v1/models; GET /health); requests queue on the one model; "
+              f"Ctrl-C stops")
+        serve(model, Settings(name, defaults, args.max_tokens), sock,
+              max_body=args.max_body_bytes, log_level=args.log_level)
+    finally:
+        sock.close()
+    _note("server stopped")
     return 0
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     model = _load_model(args, last_only=not args.all_positions)
+    if args.json:
+        print(json.dumps(model.compile_report()), flush=True)
+        return 0
     r = model.compile_report()
     stages = r["compile_stages"]
     print(f"model                   {r['model']}"
@@ -310,6 +630,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+
+
 def _cmd_perplexity(args: argparse.Namespace) -> int:
     from nanocompile.inference.perplexity import perplexity
 
@@ -326,7 +648,7 @@ def _cmd_perplexity(args: argparse.Namespace) -> int:
         ids = ids[: args.max_tokens]
     if len(ids) < 2:
         raise UserError(f"{path}: needs at least 2 tokens, has {len(ids)}")
-    result = perplexity(ids, model.logits, chunk=args.chunk)
+    result = perplexity(ids, model.logits, chunk=args.chunk, progress=_progress())
     print(f"perplexity {result.ppl!r}")
     print(f"scored {result.scored} of {len(ids)} tokens in {result.chunks} chunks of "
           f"{args.chunk} (mean NLL {result.nll / result.scored:.6f} nats)")
@@ -354,6 +676,10 @@ def _add_model_options(p: argparse.ArgumentParser, backend: bool = True) -> None
                    "projections and the embedding/LM head as int8 with f32 row scales, "
                    "quantized at the first load and cached)")
     _add_int8_options(p)
+    if backend:
+        p.add_argument("--threads", type=_thread_count, metavar="N",
+                       help="threads of the compiled kernels, 1..256 (default: "
+                       "$NANOCOMPILE_THREADS, else the physical cores)")
 
 
 def _add_int8_options(p: argparse.ArgumentParser) -> None:
@@ -362,67 +688,120 @@ def _add_int8_options(p: argparse.ArgumentParser) -> None:
                    "snapshot stores them (default: int8 too, as nanoinfer)")
 
 
+def _add_sampling_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--temperature", type=float, metavar="T",
+                   help="softmax temperature; 0 is greedy (default: the model's, see "
+                   "--model-defaults)")
+    p.add_argument("--top-k", type=_non_negative_int, metavar="K",
+                   help="keep the K most likely tokens; 0 disables")
+    p.add_argument("--top-p", type=float, metavar="P",
+                   help="nucleus sampling mass in (0, 1]; 1 disables")
+    p.add_argument("--repetition-penalty", type=float, metavar="R",
+                   help="penalize tokens already seen; 1 disables (default 1: spec 1.4)")
+    p.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    p.add_argument("--model-defaults", action=argparse.BooleanOptionalAction, default=None,
+                   help="sampling starts from the snapshot's generation_config.json: by "
+                   "default its temperature, top-k and top-p (as transformers does; spec "
+                   "1.4's T=1, no top-k, no top-p when the file is absent); "
+                   "--model-defaults: the file, which must exist, with its repetition "
+                   "penalty too; --no-model-defaults: spec 1.4's defaults. Explicit flags "
+                   "override either")
+    p.add_argument("--context", type=_positive_int, metavar="N",
+                   help="most tokens (prompt + generated) to hold "
+                   "(default: the model's max_position_embeddings)")
+
+
 def _add_generation_options(p: argparse.ArgumentParser) -> None:
     _add_model_options(p)
     p.add_argument("--max-tokens", type=_positive_int, default=64, metavar="N",
                    help="most tokens to generate (default 64)")
-    p.add_argument("--temperature", type=float, metavar="T",
-                   help="softmax temperature; 0 is greedy (default 1.0)")
-    p.add_argument("--top-k", type=_non_negative_int, metavar="K",
-                   help="keep the K most likely tokens; 0 disables (default 0)")
-    p.add_argument("--top-p", type=float, metavar="P",
-                   help="nucleus sampling mass in (0, 1]; 1 disables (default 1.0)")
-    p.add_argument("--repetition-penalty", type=float, metavar="R",
-                   help="penalize tokens already seen; 1 disables (default 1.0)")
+    _add_sampling_options(p)
     p.add_argument("--seed", type=_non_negative_int, metavar="S",
                    help="random seed: the same seed gives the same text (default: random)")
-    p.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    p.add_argument("--model-defaults", action="store_true",
-                   help="start from the snapshot's generation_config.json (temperature, "
-                   "top-k, top-p, repetition penalty); explicit flags override it")
-    p.add_argument("--context", type=_positive_int, metavar="N",
-                   help="most tokens (prompt + generated) to hold "
-                   "(default: the model's max_position_embeddings)")
+    p.add_argument("--stop", action="append", metavar="STRING",
+                   help="stop when the text reaches STRING (not printed); repeatable")
+
+
+def _subparser(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
+    parser.set_defaults(parser=parser)  # unknown options are this parser's to report
+    return parser
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="A small tensor compiler for Qwen2 on xDSL.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    gen = sub.add_parser("generate", help="continue a prompt, streaming the tokens",
-                         description="Continue PROMPT, printing tokens as they are produced, "
-                         "then a line on stderr with prefill time and decode speed. "
-                         "Stops at <|endoftext|>.")
-    gen.add_argument("prompt", metavar="PROMPT",
-                     help="the text to continue (bytes that are not UTF-8 become U+FFFD, "
-                     "with a note on stderr)")
+    gen = _subparser(sub, "generate", help="continue a prompt, streaming the tokens",
+                     description="Continue PROMPT, printing tokens as they are produced, "
+                     "then a line on stderr with prefill time and decode speed (--json: "
+                     "one JSON object on stdout instead). Stops at <|endoftext|>.")
+    gen.add_argument("prompt", metavar="PROMPT", nargs="?",
+                     help="the text to continue; - reads it from stdin (bytes that are not "
+                     "UTF-8 become U+FFFD, with a note on stderr)")
+    gen.add_argument("-f", "--file", metavar="FILE",
+                     help="read the prompt from FILE, exactly as it is (- : stdin)")
     _add_generation_options(gen)
     gen.add_argument("--ignore-eos", action="store_true",
                      help="do not stop at <|endoftext|>")
+    gen.add_argument("--json", action="store_true",
+                     help="print one JSON object (text, token_ids, prompt_tokens, "
+                     "stop_reason, timings, sampling, model, threads) instead of streaming")
     gen.set_defaults(func=_cmd_generate)
 
-    chat = sub.add_parser("chat", help="a ChatML conversation, one user turn per stdin line",
-                          description="Read user turns from stdin, one per line, and answer "
-                          "each (the whole conversation is the context). Replies stop at "
-                          "<|im_end|>. Bytes that are not UTF-8 (on stdin or in --system) "
-                          "become U+FFFD, with a note on stderr.")
+    chat = _subparser(sub, "chat", help="a ChatML conversation: a REPL on a terminal, one "
+                      "user turn per line from a pipe",
+                      description="Answer each user turn: on a terminal a REPL with line "
+                      "editing and history (Ctrl-C stops a reply and keeps the session, "
+                      "Ctrl-D ends it); from a pipe or a file one turn per line. The whole "
+                      "conversation is the context; when it outgrows the context the oldest "
+                      "turns are dropped, with a notice. /reset forgets the conversation, "
+                      "/system TEXT sets the system message. Replies stop at <|im_end|>. "
+                      "Bytes that are not UTF-8 (on stdin or in --system) become U+FFFD, "
+                      "with a note on stderr.")
     chat.add_argument("--system", metavar="TEXT",
                       help="the system message (default: the chat template's)")
     _add_generation_options(chat)
     chat.set_defaults(func=_cmd_chat)
 
-    comp = sub.add_parser("compile", help="compile a snapshot and report the work per step",
-                          description="Compile the model with gcc (cached) and report the "
-                          "weight format, kernel launches and bytes moved per decode step, "
-                          "compile time and the kernel cache location.")
+    serve = _subparser(sub, "serve", help="an OpenAI-compatible HTTP server",
+                       description="Serve the model over HTTP with OpenAI's API: "
+                       "POST /v1/chat/completions and /v1/completions (stream: true for "
+                       "server-sent events), GET /v1/models and /health. Requests queue on "
+                       "the one model and run one at a time, in arrival order. No "
+                       "authentication: it listens on 127.0.0.1 unless --host says otherwise.")
+    _add_model_options(serve)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=_port, default=8000,
+                       help="TCP port (default 8000; 0: any free port, printed at start)")
+    serve.add_argument("--name", metavar="NAME",
+                       help="the model id clients see (default: the snapshot directory's "
+                       "name)")
+    serve.add_argument("--max-tokens", type=_positive_int, default=512, metavar="N",
+                       help="max_tokens of a request that gives none (default 512)")
+    serve.add_argument("--max-body-bytes", type=_positive_int, default=1 << 20, metavar="N",
+                       help="largest request body accepted (default 1 MiB; larger: 413)")
+    serve.add_argument("--log-level", choices=["critical", "error", "warning", "info",
+                                               "debug"], default="info",
+                       help="uvicorn's log level (default info: one line per request)")
+    _add_sampling_options(serve)
+    serve.set_defaults(func=_cmd_serve)
+
+    comp = _subparser(sub, "compile", help="compile a snapshot and report the work per step",
+                      description="Compile the model with gcc (cached) and report the "
+                      "weight format, kernel launches and bytes moved per decode step, "
+                      "compile time and the kernel cache location.")
     _add_model_options(comp, backend=False)
     comp.add_argument("--all-positions", action="store_true",
                       help="compile the graph with logits for every position")
+    comp.add_argument("--json", action="store_true",
+                      help="print the report as one JSON object (Model.compile_report())")
     comp.set_defaults(func=_cmd_compile)
 
-    ppl = sub.add_parser("perplexity", help="perplexity of a UTF-8 text file (spec 1.5)",
-                         description="Tokenize FILE, split it into independent chunks, and "
-                         "print exp(mean NLL) over the scored tokens.")
+    ppl = _subparser(sub, "perplexity", help="perplexity of a UTF-8 text file (spec 1.5)",
+                     description="Tokenize FILE, split it into independent chunks, and "
+                     "print exp(mean NLL) over the scored tokens.")
     ppl.add_argument("file", metavar="FILE", help="a UTF-8 text file")
     _add_model_options(ppl)
     ppl.add_argument("--chunk", type=_positive_int, default=128, metavar="N",
@@ -431,7 +810,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="score only the first N tokens of the file")
     ppl.set_defaults(func=_cmd_perplexity)
 
-    dump = sub.add_parser("dump", help="print the IR of the Qwen2 program after a stage",
+    dump = _subparser(sub, "dump", help="print the IR of the Qwen2 program after a stage",
                           description="Print the Qwen2 program after a stage: graph (Graph "
                           "IR as built), fused (after cse, fold-constants, dce, fuse), loop "
                           "(Loop IR), scheduled (the Loop IR with, after each kernel, the "
@@ -457,7 +836,7 @@ def _parser() -> argparse.ArgumentParser:
                       "refused candidate schedules with the reason, and the one chosen")
     dump.set_defaults(func=_cmd_dump)
 
-    synth = sub.add_parser("synth", help="write a deterministic synthetic Qwen2 snapshot",
+    synth = _subparser(sub, "synth", help="write a deterministic synthetic Qwen2 snapshot",
                            description="Write a deterministic synthetic Qwen2.5-0.5B-shaped "
                            "snapshot (bf16 safetensors, config, tokenizer) to DIR.")
     synth.add_argument("dir", metavar="DIR", help="output directory")

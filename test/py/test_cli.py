@@ -27,8 +27,8 @@ from nanocompile.cli import _parser
 from nanocompile.inference.progress import StderrProgress
 from nanocompile.inference.sampling import SamplingParams
 
-CLOSING = re.compile(r"^nanocompile: (\d+) tokens generated \(stop: [a-z ]+\) \| "
-                     r"prefill (\d+) tokens in [\d.]+ s \| decode ([\d.]+) tok/s \| ")
+CLOSING = re.compile(r"^nanocompile: (\d+) tokens? generated \(stop: [a-z ]+\) \| "
+                     r"prefill (\d+) tokens? in [\d.]+ s \| decode ([\d.]+) tok/s \| ")
 PROMPT = "日本の首都は"
 
 
@@ -58,7 +58,7 @@ def run(env: dict[str, str], *args: str | Path, stdin: str | None = None,
 def test_generate_streams_text_and_the_speed_line(env: dict[str, str],
                                                   tiny_snapshot: Path) -> None:
     proc = run(env, "generate", PROMPT, "--model", tiny_snapshot, "--max-tokens", "24",
-               "--temperature", "3", "--seed", "11")
+               "--temperature", "3", "--seed", "11", "--no-model-defaults")
     expected = load(tiny_snapshot).generate(
         PROMPT, max_tokens=24, sampling=SamplingParams(temperature=3.0, seed=11))
     assert proc.stdout == expected.text + "\n"  # streamed pieces, multi-byte text included
@@ -359,20 +359,17 @@ def test_user_error_is_one_line(env: dict[str, str], error_paths: dict[str, Path
 
 
 def test_progress_prints_only_slow_steps() -> None:
+    """On a terminal only (issue 21: quiet when piped); the terminal's lines are
+    test/py/inference/test_progress.py's."""
     out = io.StringIO()
     progress = StderrProgress(out, delay=0.05)
     progress("fast", 0, 1)
     progress("fast", 1, 1)
-    assert out.getvalue() == ""
     progress("slow", 0, 3)
     time.sleep(0.2)
     progress("slow", 1, 3)
     progress("slow", 3, 3)
-    assert re.fullmatch(r"nanocompile: slow\.\.\. done in 0\.\d s\n", out.getvalue())
-    progress("broken", 0, 1)
-    time.sleep(0.2)
-    progress.abort()
-    assert out.getvalue().endswith("\nnanocompile: broken... \n")
+    assert out.getvalue() == ""
 
 
 # --------------------------------------------------------------------------
@@ -389,7 +386,7 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     from nanocompile.cli import main
 
     names = _subcommands()
-    assert names == ["chat", "compile", "dump", "generate", "perplexity", "synth"]
+    assert names == ["chat", "compile", "dump", "generate", "perplexity", "serve", "synth"]
     for name in names:
         with pytest.raises(SystemExit) as exit_info:
             main([name, "--help"])
@@ -418,7 +415,6 @@ def test_default_model_is_generated_once_and_says_it_is_synthetic(
     first = run(local, "generate", "The capital of France is", "--greedy", "--max-tokens", "8")
     assert "SYNTHETIC" in first.stderr
     assert "meaningless" in first.stderr
-    assert "generating the synthetic Qwen2.5-0.5B snapshot" in first.stderr
     assert CLOSING.match(first.stderr.splitlines()[-1])
     assert first.stdout.strip()
     snapshot = home / "synthetic-qwen2.5-0.5b-seed0"

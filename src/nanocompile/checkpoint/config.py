@@ -4,6 +4,12 @@ Only what nanocompile computes is accepted: ``Qwen2ForCausalLM`` with SiLU,
 plain RoPE (no ``rope_scaling``) and full attention (no sliding window).
 Every field is checked for presence and type; a failure names the field and
 the file.
+
+Both layouts transformers writes are read: before version 5, ``rope_theta``
+(and ``rope_scaling``, ``torch_dtype``) at the top level; from version 5,
+``rope_parameters: {"rope_type": "default", "rope_theta": ...}`` (a
+``rope_type`` other than ``"default"`` is a RoPE scaling), ``dtype`` and
+``layer_types`` (every layer ``"full_attention"``).
 """
 
 from __future__ import annotations
@@ -125,7 +131,7 @@ class Qwen2Config:
             num_attention_heads=r.positive_int("num_attention_heads"),
             num_key_value_heads=r.positive_int("num_key_value_heads"),
             rms_norm_eps=r.positive_float("rms_norm_eps"),
-            rope_theta=r.positive_float("rope_theta"),
+            rope_theta=_rope_theta(r),
             max_position_embeddings=r.positive_int("max_position_embeddings"),
             tie_word_embeddings=r.boolean("tie_word_embeddings"),
             bos_token_id=r.token_id("bos_token_id", vocab),
@@ -147,6 +153,39 @@ def _check_model_kind(r: _Reader) -> None:
         raise r.error("use_sliding_window", "sliding-window attention is not supported")
     if r.data.get("rope_scaling") is not None:
         raise r.error("rope_scaling", "RoPE scaling is not supported")
+    layer_types = r.data.get("layer_types")
+    if layer_types is not None:
+        if not isinstance(layer_types, list):
+            raise r.error("layer_types", f"must be a list, got {layer_types!r}")
+        other = sorted({str(t) for t in layer_types if t != "full_attention"})
+        if other:
+            raise r.error("layer_types", f"only 'full_attention' layers are supported, got "
+                          f"{', '.join(repr(t) for t in other)}")
+
+
+def _rope_theta(r: _Reader) -> float:
+    """``rope_theta`` at the top level (transformers < 5) or in ``rope_parameters`` (>= 5)."""
+    params = r.data.get("rope_parameters")
+    if params is None:
+        return r.positive_float("rope_theta")
+    if not isinstance(params, dict):
+        raise r.error("rope_parameters", f"must be an object, got {params!r}")
+    kind = params.get("rope_type", "default")
+    if kind != "default":
+        raise r.error("rope_parameters.rope_type",
+                      f"only 'default' RoPE is supported (no scaling), got {kind!r}")
+    if "rope_theta" not in params:
+        if "rope_theta" in r.data:
+            return r.positive_float("rope_theta")
+        raise r.error("rope_parameters.rope_theta", "missing")
+    theta = params["rope_theta"]
+    if not _is_number(theta) or not theta > 0:
+        raise r.error("rope_parameters.rope_theta", f"must be a positive number, got {theta!r}")
+    theta = float(theta)
+    if "rope_theta" in r.data and r.positive_float("rope_theta") != theta:
+        raise r.error("rope_theta", f"{r.data['rope_theta']!r} != rope_parameters.rope_theta "
+                      f"{theta!r}")
+    return theta
 
 
 def _torch_dtype(r: _Reader) -> str:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nanocompile.inference.progress import SCORING, Progress
+
 LogitsFn = Callable[[np.ndarray], np.ndarray]
 """``ids: i64[n] -> f32[n, vocab]``: one uncached forward pass over ``ids``."""
 
@@ -73,24 +75,29 @@ def chunk_nll(ids: np.ndarray, logits: np.ndarray) -> float:
 
 
 def perplexity(
-    token_ids: Sequence[int] | np.ndarray, logits_fn: LogitsFn, chunk: int = 128
+    token_ids: Sequence[int] | np.ndarray, logits_fn: LogitsFn, chunk: int = 128,
+    progress: Progress | None = None,
 ) -> PerplexityResult:
     """Chunked perplexity of ``token_ids`` under ``logits_fn`` (spec §1.5).
 
     A final chunk of a single token scores nothing and is not run, but it
-    counts as a chunk (its token has no context).
+    counts as a chunk (its token has no context). ``progress`` hears step
+    ``SCORING`` in tokens, after each chunk.
     """
     if isinstance(chunk, bool) or not isinstance(chunk, int | np.integer) or chunk < 2:
         raise ValueError(f"chunk must be an integer >= 2, got {chunk!r}")
     ids = _as_ids(token_ids)
     total: list[float] = []
     chunks = 0
+    if progress is not None:
+        progress(SCORING, 0, int(ids.size))
     for start in range(0, ids.size, chunk):
         piece = ids[start : start + chunk]
         chunks += 1
-        if piece.size < 2:
-            continue
-        total.append(chunk_nll(piece, np.asarray(logits_fn(piece))))
+        if piece.size >= 2:
+            total.append(chunk_nll(piece, np.asarray(logits_fn(piece))))
+        if progress is not None:
+            progress(SCORING, min(start + chunk, int(ids.size)), int(ids.size))
     scored = ids.size - chunks
     nll = math.fsum(total)
     return PerplexityResult(ppl=_exp(nll / scored), nll=nll, scored=scored, chunks=chunks)

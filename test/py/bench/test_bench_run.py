@@ -254,10 +254,36 @@ def test_llama_engines_are_skipped_without_llama_cpp(monkeypatch: pytest.MonkeyP
     assert not (tmp_path / "home").exists()  # no GGUF written for an engine that cannot run
 
 
+def _skip_if_over_budget(out: str, engine: str) -> None:
+    """Skip (with the run's reason) when ``engine`` was skipped because its compile
+    budget ran out: that depends on how busy the machine is, and a test must not
+    depend on wall time. Any other reason to skip it is a failure."""
+    reasons = [line.split(": ", 1)[1] for line in out.splitlines()
+               if line.startswith(f"  skipping {engine}: ")]
+    if not reasons:
+        return
+    if "(--compile-budget)" in reasons[0]:
+        pytest.skip(f"{engine}: {reasons[0]}: the machine is too busy for its compile budget")
+    raise AssertionError(f"{engine} was skipped: {reasons[0]}")
+
+
+def test_the_smoke_test_skips_only_for_the_budget() -> None:
+    """Issue 21: over the budget, the engine was skipped and the test failed on its rows."""
+    budget = ("  skipping torch-compile: torch.compile did not finish within the 180 s budget "
+              "at 2 threads (--compile-budget)\n")
+    with pytest.raises(pytest.skip.Exception, match="did not finish within the 180 s budget"):
+        _skip_if_over_budget("engines\n" + budget, "torch-compile")
+    with pytest.raises(AssertionError, match="failed after 3 s: RuntimeError"):
+        _skip_if_over_budget("  skipping torch-compile: torch.compile failed after 3 s: "
+                             "RuntimeError: boom\n", "torch-compile")
+    _skip_if_over_budget("  skipping numpy: whatever\n", "torch-compile")  # not this engine
+
+
 @pytest.mark.slow  # ~40 s: torch.compile of the tiny model at 1 and 2 threads
 def test_torch_compile_smoke(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """torch-compile builds (compiled for each thread count), runs, agrees, never recompiles
-    in the timed rounds."""
+    in the timed rounds; skipped, saying why, when a busy machine runs out of the compile
+    budget."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     path = tmp_path / "r.jsonl"
@@ -265,6 +291,7 @@ def test_torch_compile_smoke(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
                        "--threads", "1,2", "--results", str(path)])
     out = capsys.readouterr().out
     assert code == 0, out
+    _skip_if_over_budget(out, "torch-compile")
     found = [(r, m) for r, m in _measurements(path) if m["engine"] == "torch-compile"]
     assert sorted((m["threads"], m["metric"]) for _, m in found) == sorted(
         (t, metric) for t in (1, 2) for metric in SMOKE_METRICS)

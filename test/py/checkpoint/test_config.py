@@ -169,3 +169,76 @@ def test_not_an_object(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         Qwen2Config.from_file(tmp_path / "config.json")
+
+
+# --------------------------------------------------------------------------
+# transformers >= 5 (issue 21): rope_theta nested in rope_parameters, layer_types
+
+
+def _transformers_5(**changes: object) -> dict:
+    """REAL as transformers 5 writes it (written out by hand: the oracle is the layout)."""
+    data = {k: v for k, v in REAL.items() if k not in ("rope_theta", "torch_dtype")}
+    data |= {"dtype": "bfloat16", "rope_parameters": {"rope_theta": 1000000.0,
+                                                       "rope_type": "default"},
+             "layer_types": ["full_attention"] * REAL["num_hidden_layers"]}
+    return {k: v for k, v in (data | changes).items() if v is not ...}
+
+
+def test_transformers_5_rope_parameters(tmp_path: Path) -> None:
+    """Issue 21: 'rope_theta: missing' for the config transformers 5 writes."""
+    c = Qwen2Config.from_file(_write(tmp_path, _transformers_5()))
+    assert c == Qwen2Config.from_dict(REAL)
+    assert c.rope_theta == 1e6
+
+
+def test_rope_parameters_without_a_type_is_default(tmp_path: Path) -> None:
+    data = _transformers_5(rope_parameters={"rope_theta": 10000})
+    assert Qwen2Config.from_file(_write(tmp_path, data)).rope_theta == 10000.0
+
+
+def test_rope_theta_in_both_places_must_agree(tmp_path: Path) -> None:
+    assert Qwen2Config.from_dict(_transformers_5(rope_theta=1e6)).rope_theta == 1e6
+    path = _write(tmp_path, _transformers_5(rope_theta=1e4))
+    with pytest.raises(ConfigError, match=r"rope_theta: 10000.0 != rope_parameters.rope_theta"):
+        Qwen2Config.from_file(path)
+
+
+@pytest.mark.parametrize(("changes", "field", "message"), [
+    ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6}},
+     "rope_parameters.rope_type", "only 'default' RoPE is supported (no scaling), got 'yarn'"),
+    ({"rope_parameters": {"rope_type": "default"}}, "rope_parameters.rope_theta", "missing"),
+    ({"rope_parameters": {"rope_theta": -1.0}}, "rope_parameters.rope_theta",
+     "must be a positive number, got -1.0"),
+    ({"rope_parameters": {"rope_theta": "1e6"}}, "rope_parameters.rope_theta",
+     "must be a positive number, got '1e6'"),
+    ({"rope_parameters": 1e6}, "rope_parameters", "must be an object, got 1000000.0"),
+    ({"layer_types": ["full_attention", "sliding_attention"]}, "layer_types",
+     "only 'full_attention' layers are supported, got 'sliding_attention'"),
+    ({"layer_types": "full_attention"}, "layer_types",
+     "must be a list, got 'full_attention'"),
+])
+def test_transformers_5_fields_checked(tmp_path: Path, changes: dict, field: str,
+                                       message: str) -> None:
+    path = _write(tmp_path, _transformers_5(**changes))
+    with pytest.raises(ConfigError) as info:
+        Qwen2Config.from_file(path)
+    assert str(info.value) == f"{path}: {field}: {message}"
+
+
+@pytest.mark.oracle
+@pytest.mark.slow  # ~3 s: imports transformers (the hand-written layout above is the fast check)
+def test_the_config_transformers_writes_is_read(tmp_path: Path) -> None:
+    """Whatever layout the installed transformers writes (the dev extra's is 5.x: nested)."""
+    transformers = pytest.importorskip("transformers")
+    fields = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+              "num_attention_heads", "num_key_value_heads", "rms_norm_eps",
+              "max_position_embeddings", "tie_word_embeddings", "bos_token_id", "eos_token_id")
+    hf = transformers.Qwen2Config(**{k: REAL[k] for k in fields}, rope_theta=REAL["rope_theta"])
+    hf.architectures = ["Qwen2ForCausalLM"]
+    hf.dtype = "bfloat16"
+    hf.save_pretrained(tmp_path)
+    written = json.loads((tmp_path / "config.json").read_text())
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        assert "rope_theta" not in written
+        assert written["rope_parameters"]["rope_theta"] == REAL["rope_theta"]
+    assert Qwen2Config.from_file(tmp_path / "config.json") == Qwen2Config.from_dict(REAL)
