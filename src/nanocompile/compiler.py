@@ -80,13 +80,15 @@ from nanocompile.targets.c import CEmitter
 
 STAGES = ("graph", "fused", "loop", "scheduled", "c")
 GRAPH_PIPELINE = ("cse", "fold-constants", "dce", "fuse")
-INT8_KERNELS = ("a",)  # spec §5's kernel A (W8A32); kernel B is not built yet
+INT8_KERNELS = ("a", "b")  # spec §5's kernel A (W8A32) and kernel B (W8A8)
 
 
 def int8_pass(embedding: bool = True, kernel: str = "a") -> str:
-    """The ``quantize-int8`` pass's pipeline text: kernel ``kernel`` for the seven
-    projections of every layer and, with ``embedding``, the tied embedding (its
-    lookup and the LM head), as nanoinfer does; ``embedding=False`` keeps those f32."""
+    """The ``quantize-int8`` pass's pipeline text: kernel ``kernel`` (``"a"``,
+    W8A32, or ``"b"``, W8A8 with integer dot products) for the seven projections
+    of every layer and, with ``embedding``, the tied embedding (its lookup and
+    the LM head, kernel A either way), as nanoinfer does; ``embedding=False``
+    keeps those f32."""
     if kernel not in INT8_KERNELS:
         raise ValueError(f"int8 kernel must be one of {', '.join(INT8_KERNELS)}, got {kernel!r}")
     return f"quantize-int8{{kernel={kernel} embedding={'int8' if embedding else 'f32'}}}"

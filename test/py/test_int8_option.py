@@ -346,8 +346,9 @@ def test_int8_pass_text_and_program_key() -> None:
 
     assert int8_pass() == INT8_PASS == "quantize-int8{kernel=a embedding=int8}"
     assert int8_pass(embedding=False) == "quantize-int8{kernel=a embedding=f32}"
-    with pytest.raises(ValueError, match="int8 kernel must be one of a, got 'b'"):
-        int8_pass(kernel="b")
+    assert int8_pass(kernel="b") == "quantize-int8{kernel=b embedding=int8}"
+    with pytest.raises(ValueError, match="int8 kernel must be one of a, b, got 'c'"):
+        int8_pass(kernel="c")
     base = {"graph_text": "g", "fuse": True, "schedule": True, "arch": "a"}
     keys = {program_cache.program_key(**base, quantize=q)  # type: ignore[arg-type]
             for q in ("", int8_pass(), int8_pass(embedding=False))}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math
@@ -25,6 +26,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import loop
+from nanocompile.ir.shapes import I8_BLOCK  # spec §5 kernel B's blocks of 32 columns
 from nanocompile.ir.symbolic import Expr
 
 FLOAT_IDENTITY = {"sum": 0.0, "max": float("-inf")}
@@ -288,6 +290,70 @@ def emit_matmul_sums(kb: KernelBuilder, order: str | None, extent: Expr, count: 
     return sums
 
 
+I8_PER_LANE = 4
+"""Kernel B: columns per lane of a block (one ``vpdpbusd`` dword); a block is
+``BLOCKS32_GROUP`` lanes of them."""
+
+I8_BIAS = 128
+"""Kernel B's weights enter the integer sums as ``w + 128`` (``w XOR 0x80`` as u8)."""
+
+I8_LANES = BLOCKS32
+"""Kernel B's order over its lane terms (``emit_matmul_i8``): term ``t`` is lane
+``t mod 8`` of block ``t div 8``; 32 lanes (four blocks into four accumulators
+of 8, block ``b`` into ``a_(b mod 4)``), tail 8 (the whole blocks after the
+last group of four into ``a0``), kernel A's tree ``[3, 4, 2, 0, 1]``."""
+
+
+def emit_matmul_i8(kb: KernelBuilder, k: int,
+                   operands: Callable[[SSAValue], tuple[SSAValue, SSAValue]],
+                   scale: Callable[[SSAValue], SSAValue], name: str = "k",
+                   scope: Callable[[Callable[..., Any]], Callable[..., Any]] = lambda fn: fn
+                   ) -> SSAValue:
+    """Spec §5 kernel B's ``total`` (``graph.matmul_i8``) over ``k`` columns:
+    ``operands(c)`` emits the i8 pair ``(xq, w)`` at column ``c``, ``scale(b)``
+    the f32 ``xs`` of block ``b``. A lanes loop ``name`` (``I8_LANES``) over the
+    ``8 * (k div 32)`` lane terms ``t``, each ``fma(f32(p), xs[t div 8], acc)``
+    with the exact i32 ``p = sum_{j<4} (w + 128) * xq`` over columns ``4t + j``
+    (unrolled, ``j`` ascending); then the ``k mod 32`` tail columns: an exact
+    i32 sum in column order (unrolled), ``total + f32(p) * xs[last]`` (multiply,
+    then add).
+    ``scope`` wraps the lanes loop's body and the tail (a fused region's memo
+    scope)."""
+    i32 = _integer_type("i32")
+
+    def term(column: SSAValue, acc: SSAValue) -> SSAValue:
+        xq, w = operands(column)
+        u = kb.op(arith.AddiOp(kb.op(arith.ExtSIOp(w, i32)), kb.const(I8_BIAS, "i32")))
+        return kb.op(arith.AddiOp(acc, kb.op(arith.MuliOp(u, kb.op(arith.ExtSIOp(xq, i32))))))
+
+    @scope
+    def lane(t: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
+        base = kb.op(arith.MuliOp(t, kb.index(I8_PER_LANE)))
+        p = kb.const(0, "i32")
+        for j in range(I8_PER_LANE):
+            p = term(base if j == 0 else kb.op(arith.AddiOp(base, kb.index(j))), p)
+        block = kb.op(arith.DivSIOp(t, kb.index(BLOCKS32_GROUP)))
+        return [emit_fma(kb, kb.op(arith.SIToFPOp(p, f32)), scale(block), accs[0])]
+
+    whole = k // I8_BLOCK
+    terms = Expr.const(whole * BLOCKS32_GROUP)
+    (total,) = kb.reduction_loop_multi(name, terms, [kb.const(0.0, "f32")], lane,
+                                       order=I8_LANES)
+    if k % I8_BLOCK == 0:
+        return total
+
+    @scope
+    def tail() -> SSAValue:  # unrolled, as kernel A's: no loop beside the lanes loop
+        p = kb.const(0, "i32")
+        for c in range(whole * I8_BLOCK, k):
+            p = term(kb.index(c), p)
+        return p
+
+    p = tail()
+    product = kb.op(arith.MulfOp(kb.op(arith.SIToFPOp(p, f32)), scale(kb.index(whole))))
+    return kb.op(arith.AddfOp(total, product))
+
+
 def emit_less_equal(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
     if is_float(a):
         return kb.op(arith.CmpfOp(a, b, "ole"))
@@ -301,7 +367,8 @@ def emit_unary(kb: KernelBuilder, kind: str, a: SSAValue, dtype: str) -> SSAValu
         return kb.op(arith.SubiOp(kb.const(0, dtype), a))
     if kind == "reciprocal":
         return kb.op(arith.DivfOp(kb.const(1.0, "f32"), a))
-    ops = {"exp": math.ExpOp, "sqrt": math.SqrtOp, "sin": math.SinOp, "cos": math.CosOp}
+    ops = {"exp": math.ExpOp, "sqrt": math.SqrtOp, "sin": math.SinOp, "cos": math.CosOp,
+           "round": math.RoundOp}  # round: C's roundf, halves away from zero
     return kb.op(ops[kind](a))
 
 
@@ -338,6 +405,17 @@ def _integer_type(dtype: str) -> IntegerType:
     t = loop.scalar_type(dtype)
     assert isinstance(t, IntegerType), f"expected an integer dtype, got {dtype}"
     return t
+
+
+def reduce_lanes(kind: str, dtype: str, order: str | None = None) -> int | None:
+    """The lanes of a reduction's loop over its axis: ``MATMUL_LANES`` for an f32
+    sum in the default order, None (one accumulator, index order) for a sum
+    ``order = "sequential"`` (the graph dialect's ``REDUCE_ORDERS``), a max, or
+    an integer sum (exact in any order)."""
+    if order is not None and order != "sequential":
+        raise PassFailedException(f"lower-graph-to-loop: graph.reduce_sum: no lowering for "
+                                  f"order \"{order}\"")
+    return MATMUL_LANES if kind == "sum" and dtype == "f32" and order is None else None
 
 
 def identity(kind: str, dtype: str) -> float | int:

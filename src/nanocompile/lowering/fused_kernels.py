@@ -11,7 +11,9 @@ result with a last axis of 1: reductions and what is computed from them) are
 computed once per row, before the last-axis loop. Matmuls accumulate over
 ``k`` in the unfused kernel's order (``emit_matmul_sums``: by default a lanes
 loop of ``MATMUL_LANES`` FMA chains, or the order the matmul states), the
-region's matmuls of one order in one ``k`` loop.
+region's matmuls of one order in one ``k`` loop; spec §5 kernel B's
+``matmul_i8`` in its order (``emit_matmul_i8``). A reduction that states its
+order (``reduce_sum ... order = "sequential"``) keeps it (``reduce_lanes``).
 
 Every value is computed by the same scalar operation as the unfused kernel of
 its primitive, in the same order: fused and unfused programs agree bitwise.
@@ -32,23 +34,24 @@ from nanocompile.ir.layout import Layout
 from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr, product
 from nanocompile.lowering.builder import (
-    MATMUL_LANES,
     Arg,
     KernelBuilder,
     emit_accumulate,
     emit_binary,
     emit_cast,
     emit_less_equal,
+    emit_matmul_i8,
     emit_matmul_sums,
     emit_unary,
     identity,
+    reduce_lanes,
 )
 
 _BINARY: dict[type[Operation], str] = {g.AddOp: "add", g.SubOp: "sub", g.MulOp: "mul",
                                        g.DivOp: "div"}
 _UNARY: dict[type[Operation], str] = {g.NegOp: "neg", g.ExpOp: "exp", g.SqrtOp: "sqrt",
                                       g.ReciprocalOp: "reciprocal", g.SinOp: "sin",
-                                      g.CosOp: "cos"}
+                                      g.CosOp: "cos", g.RoundOp: "round"}
 _REDUCE: dict[type[Operation], str] = {g.ReduceSumOp: "sum", g.ReduceMaxOp: "max"}
 _VIEWS = (g.PermuteOp, g.BroadcastOp, g.SliceOp, g.ReshapeOp)  # read through by index
 
@@ -220,6 +223,8 @@ class RegionEmitter:
             return self._reduce(op, idx)
         if isinstance(op, g.MatmulOp):
             return self.matmuls([op], idx)[0]
+        if isinstance(op, g.MatmulI8Op):
+            return self.matmul_i8(op, idx)
         return self.emit(op.operands[0], self._operand_index(op, idx))
 
     def _operand_index(self, op: Operation, idx: list[SSAValue]) -> list[SSAValue]:
@@ -292,7 +297,8 @@ class RegionEmitter:
             at = [k if d == axis else i for d, i in enumerate(idx)]
             return emit_accumulate(self.kb, kind, acc, self.emit(src, at))
 
-        lanes = MATMUL_LANES if kind == "sum" and dtype == "f32" else None
+        order = op.order_name if isinstance(op, g.ReduceSumOp) else None
+        lanes = reduce_lanes(kind, dtype, order)
         return self.kb.reduction_loop("k", src_type.dims[axis], init, step, lanes)
 
     def matmuls(self, ops: Sequence[g.MatmulOp], idx: list[SSAValue]) -> list[SSAValue]:
@@ -316,6 +322,16 @@ class RegionEmitter:
                 self.scopes[-1][(op.result, tuple(idx))] = r
                 sums[op] = r
         return [sums[op] for op in ops]
+
+    def matmul_i8(self, op: g.MatmulI8Op, idx: list[SSAValue]) -> SSAValue:
+        """Kernel B's ``total`` at ``idx = [m, n]`` (``emit_matmul_i8``)."""
+        m, n = idx
+
+        def operands(c: SSAValue) -> tuple[SSAValue, SSAValue]:
+            return self.emit(op.lhs, [m, c]), self.emit(op.rhs, [c, n])
+
+        return emit_matmul_i8(self.kb, g.tensor_type(op.lhs).dims[-1].const_value, operands,
+                              lambda b: self.emit(op.lhs_scale, [m, b]), scope=self.scoped)
 
 
 def reshape_index(kb: KernelBuilder, idx: list[SSAValue], result: Sequence[Expr],

@@ -20,16 +20,17 @@ from nanocompile.ir.layout import Layout, contiguous_strides
 from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr
 from nanocompile.lowering.builder import (
-    MATMUL_LANES,
     Arg,
     KernelBuilder,
     emit_accumulate,
     emit_binary,
     emit_cast,
     emit_less_equal,
+    emit_matmul_i8,
     emit_matmul_sums,
     emit_unary,
     identity,
+    reduce_lanes,
 )
 
 Builder = Callable[[Sequence[str], TensorSpec, Sequence[Layout]], loop.KernelOp]
@@ -119,7 +120,9 @@ def build_copy(symbols: Sequence[str], spec: TensorSpec,
     return kb.finish("copy")
 
 
-def build_reduce(kind: str, axis: int) -> Builder:
+def build_reduce(kind: str, axis: int, order: str | None = None) -> Builder:
+    """A reduction over ``axis``; a sum ``order = "sequential"`` is one
+    accumulator in index order (``reduce_lanes``)."""
     def build(symbols: Sequence[str], spec: TensorSpec,
               layouts: Sequence[Layout]) -> loop.KernelOp:
         (src,) = layouts
@@ -132,7 +135,7 @@ def build_reduce(kind: str, axis: int) -> Builder:
                 idx = [k if d == axis else iv for d, iv in enumerate(ivs)]
                 return emit_accumulate(kb, kind, acc, kb.load(1, idx))
 
-            lanes = MATMUL_LANES if kind == "sum" and spec.dtype == "f32" else None
+            lanes = reduce_lanes(kind, spec.dtype, order)
             kb.store(kb.reduction_loop("k", src.shape[axis], init, step, lanes), 0, ivs)
 
         kb.loop_nest(spec.shape, body)
@@ -169,6 +172,29 @@ def matmul_builder(order: str | None) -> Builder:
         return kb.finish("matmul")
 
     return build
+
+
+def build_matmul_i8(symbols: Sequence[str], spec: TensorSpec,
+                    layouts: Sequence[Layout]) -> loop.KernelOp:
+    """``graph.matmul_i8``: ``out[m, n]`` is spec §5 kernel B's ``total`` of row
+    ``m`` of ``xq`` (i8), its block scales ``xs`` (f32) and column ``n`` of ``w``
+    (i8) (``emit_matmul_i8``: the order as a lanes loop over the lane terms, each
+    an exact integer dot product of 4 columns)."""
+    xq, xs, w = layouts
+    kb = _new(symbols, spec, [("i8", xq), ("f32", xs), ("i8", w)])
+    k = xq.shape[-1].const_value
+
+    def body(ivs: list[SSAValue]) -> None:
+        m, n = ivs
+
+        def operands(c: SSAValue) -> tuple[SSAValue, SSAValue]:
+            return kb.load(1, [m, c]), kb.load(3, [c, n])
+
+        total = emit_matmul_i8(kb, k, operands, lambda b: kb.load(2, [m, b]))
+        kb.store(total, 0, ivs)
+
+    kb.loop_nest(spec.shape, body)
+    return kb.finish("matmul_i8")
 
 
 def build_gather(ids_dtype: str) -> Builder:

@@ -28,7 +28,10 @@ Which ops go where (walking the graph from its outputs back):
     broadcast along that axis;
   - a matmul becomes the region's anchor when its result is used directly
     by the region's elementwise epilogue (bias, residual, SwiGLU); two
-    matmuls of one shape share the k loop (gate and up);
+    matmuls of one shape share the k loop (gate and up); spec §5 kernel B's
+    ``matmul_i8`` is a contraction too, the anchor of its epilogue (the
+    offset, the row scale, a bias), alone in its region; what it reads (the
+    quantized activations and their scales) is stored, never its prologue;
   - an elementwise op that depends on a matmul stays in the matmul's
     epilogue rather than joining a row kernel (scale and mask of the
     attention scores are applied as the scores are stored);
@@ -51,10 +54,12 @@ from nanocompile.ir.symbolic import Expr
 INDEX_OPS = (g.ReshapeOp, g.PermuteOp, g.BroadcastOp, g.SliceOp, g.ConcatOp, g.IotaOp,
              g.DimOp)
 ELEMENTWISE_OPS = (g.AddOp, g.SubOp, g.MulOp, g.DivOp, g.LessEqualOp, g.WhereOp, g.NegOp,
-                   g.ExpOp, g.SqrtOp, g.ReciprocalOp, g.SinOp, g.CosOp, g.CastOp, g.GatherOp)
+                   g.ExpOp, g.SqrtOp, g.ReciprocalOp, g.SinOp, g.CosOp, g.RoundOp, g.CastOp,
+                   g.GatherOp)
 EXPENSIVE_OPS = (g.ExpOp, g.SqrtOp, g.SinOp, g.CosOp, g.ReciprocalOp, g.DivOp, g.GatherOp)
 REDUCE_OPS = (g.ReduceSumOp, g.ReduceMaxOp)
 REMAP_OPS = (g.ReshapeOp, g.PermuteOp, g.SliceOp, g.ConcatOp)  # no element is repeated
+CONTRACTION_OPS = (g.MatmulOp, g.MatmulI8Op)  # a "matmul" region's anchor
 
 
 @dataclass(eq=False)
@@ -68,8 +73,9 @@ class Region:
     def shape(self) -> tuple[Expr, ...]:
         return g.tensor_type(self.root.results[0]).dims
 
-    def matmuls(self) -> list[g.MatmulOp]:
-        return [op for op in self.members if isinstance(op, g.MatmulOp)]
+    def matmuls(self) -> list[Operation]:
+        """The contractions: ``graph.matmul`` and spec §5 kernel B's ``matmul_i8``."""
+        return [op for op in self.members if isinstance(op, CONTRACTION_OPS)]
 
     def reductions(self) -> list[Operation]:
         return [op for op in self.members if isinstance(op, REDUCE_OPS)]
@@ -167,7 +173,7 @@ class Partition:
                 stack.extend(pending)
                 continue
             stack.pop()
-            known[top] = (any(isinstance(v.owner, g.MatmulOp) for v in top.operands)
+            known[top] = (any(isinstance(v.owner, CONTRACTION_OPS) for v in top.operands)
                           or any(known[f] for f in feeders))
         return known[op]
 
@@ -220,6 +226,8 @@ class Partition:
     def _can_join(self, op: Operation, region: Region, paths: list[Path]) -> bool:
         if isinstance(op, g.MatmulOp):
             return self._matmul_joins(op, region, paths)
+        if isinstance(op, g.MatmulI8Op):
+            return self._matmul_i8_joins(op, region, paths)
         if isinstance(op, REDUCE_OPS):
             return self._reduction_joins(op, region, paths)
         if isinstance(op, ELEMENTWISE_OPS):
@@ -232,8 +240,18 @@ class Partition:
         if op.result.type.dims != region.shape:
             return False
         for other in region.matmuls():
+            if not isinstance(other, g.MatmulOp):
+                return False
             if g.tensor_type(other.lhs).dims[-1] != g.tensor_type(op.lhs).dims[-1]:
                 return False
+        return all(not p.through and isinstance(p.consumer, ELEMENTWISE_OPS)
+                   for p in paths)
+
+    def _matmul_i8_joins(self, op: g.MatmulI8Op, region: Region, paths: list[Path]) -> bool:
+        """Kernel B's integer core anchors a region of its own epilogue (the
+        offset, the row scale, a bias), alone: its k loop is not shared."""
+        if region.reductions() or region.matmuls() or op.result.type.dims != region.shape:
+            return False
         return all(not p.through and isinstance(p.consumer, ELEMENTWISE_OPS)
                    for p in paths)
 
@@ -247,7 +265,7 @@ class Partition:
         return all(_row_broadcast_path(p) for p in paths)
 
     def _elementwise_joins(self, op: Operation, region: Region, paths: list[Path]) -> bool:
-        if any(isinstance(p.consumer, g.MatmulOp) for p in paths):
+        if any(isinstance(p.consumer, CONTRACTION_OPS) for p in paths):
             return False  # never a matmul prologue
         if self._epilogue_bound(op) and (region.reductions() or (not region.matmuls()
                                             and _feeds_reduction(paths))):

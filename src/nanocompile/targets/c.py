@@ -146,7 +146,8 @@ _BINARY = {
 _CMPF = {"ole": "<=", "une": "!=", "olt": "<", "oge": ">=", "ogt": ">", "oeq": "=="}
 _CMPI = {"sle": "<=", "slt": "<", "sge": ">=", "sgt": ">", "ne": "!=", "eq": "=="}
 _MATH: dict[type[Operation], str] = {xmath.ExpOp: "expf", xmath.SqrtOp: "sqrtf",
-                                     xmath.SinOp: "sinf", xmath.CosOp: "cosf"}
+                                     xmath.SinOp: "sinf", xmath.CosOp: "cosf",
+                                     xmath.RoundOp: "roundf"}
 _CASTS = (arith.FPToSIOp, arith.SIToFPOp, arith.UIToFPOp, arith.ExtSIOp, arith.ExtUIOp,
           arith.TruncIOp, arith.IndexCastOp)
 

@@ -1,0 +1,240 @@
+"""spec §5 kernel B (W8A8) compiled, bitwise against the NumPy reference of the
+spec (``_int8_reference.kernel_b``, written from the spec alone): issue 18's
+"must show" item 1 for kernel B, on its scalar integer path.
+
+Kernel B as the compiler builds it: a projection ``x @ W.T`` (``W`` an f32
+weight ``[N, K]``, a bias after it) through ``quantize-int8{kernel=b}``: the
+activations quantized per block of 32 (``graph.round``, the block scales, the
+offset summed ``order = "sequential"``), ``graph.matmul_i8`` (the integer core,
+``lowering/builder.py``'s ``emit_matmul_i8``), then ``(total - offset) *
+scale``; the weights bound are the tests' own ``quantize_rows`` of ``W``.
+Claims:
+
+* K with and without tails (1, 7, 31, 32, 33, 40, 100, 128, 160, 896: no whole
+  block, whole blocks only, leftover blocks into acc0, a tail of K mod 32
+  columns, or all of them), 1 and 7 rows, 1 and 2 threads, with and without a
+  bias: every output bit is the reference's, specials among the rows (an
+  all-zero row: scale 1.0; -0.0; every |x| the block's max: xq = +-127; exact
+  halves x / xs = k + 1/2, which roundf takes away from zero);
+* unfused (one kernel per primitive) = fused, bit for bit;
+* the Loop IR states the order: a lanes loop of 32 lanes, tail 8, kernel A's
+  tree, over the lane terms, each an exact i32 dot product of 4 columns (in
+  column order); the weight is read as bytes (1 byte per element counted);
+* the quick suite compiles the scalar path (what every CPU runs); the other
+  archs (whose schedules vectorize the quantization's kernels; the integer
+  core stays scalar this session) and the model's shapes (q/o, k/v, gate/up,
+  down at 1 and 7 rows, a column subset of 256) are marked slow (seconds of gcc each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from _arches import arch_params
+from _int8_reference import kernel_b, quantize_rows
+from _numerics import assert_bitwise, rng_for
+
+from nanocompile.analysis.work import kernel_bytes
+from nanocompile.backend.runtime import CompiledProgram
+from nanocompile.compiler import CompileOptions, Pipeline, compile_loop, int8_pass
+from nanocompile.dialects import loop
+from nanocompile.frontend.tensor import GraphBuilder
+from nanocompile.targets.arch import SCALAR, Arch
+
+THREADS = (1, 2)
+TAIL_KS = (1, 7, 31, 32, 33, 40, 100, 128, 160, 896)
+TAIL_N = 20  # output columns: not a multiple of any column tile
+MODEL_SHAPES = {"q_o": (896, 896), "k_v": (896, 128), "gate_up": (896, 4864),
+                "down": (4864, 896)}  # name: (K, N); the LM head is kernel A's
+COMPARED_COLUMNS = 256
+
+
+def projection(gb: GraphBuilder, k: int, n: int, name: str, bias: bool) -> None:
+    """``y<name> = x<name> @ w<name>.T (+ bias)``: with no bias negated, so the
+    projection is not a graph output (which ``quantize-int8`` takes for the LM
+    head, kernel A); negation is exact."""
+    x = gb.input(f"x{name}", "f32", ["seq", k])
+    y = x @ gb.weight(f"w{name}", [n, k]).T
+    if bias:
+        y = y + gb.weight(f"b{name}", [n]).reshape(1, n).broadcast_to(x.shape[0], n)
+    else:
+        y = -y
+    gb.output(f"y{name}", y)
+
+
+def weights_for(name: str, k: int, n: int, rng: np.random.Generator,
+                bias: bool) -> dict[str, np.ndarray]:
+    """The int8 format of random weights (``quantize_rows``; row 0 all zero: scale 1.0)."""
+    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+    w[0] = 0.0
+    q, scale = quantize_rows(w)
+    out = {f"w{name}.int8": q, f"w{name}.scale": scale}
+    if bias:
+        out[f"b{name}"] = rng.standard_normal(n).astype(np.float32)
+    return out
+
+
+def reference(x: np.ndarray, w: dict[str, np.ndarray], name: str,
+              columns: np.ndarray | None = None) -> np.ndarray:
+    q, scale = w[f"w{name}.int8"], w[f"w{name}.scale"]
+    if columns is not None:
+        q, scale = q[columns], scale[columns]
+    y = kernel_b(x, q, scale)
+    bias = w.get(f"b{name}")
+    if bias is None:
+        return -y
+    return y + (bias if columns is None else bias[columns])[None, :]
+
+
+def activations(rng: np.random.Generator, rows: int, k: int) -> np.ndarray:
+    """Realistic magnitudes (normal, 1e-2 .. 1e2 per row); with 7 rows, rows 1-4
+    are specials: all zero, -0.0 and 0.0 mixed, every |x| equal (xq = +-127), and
+    exact halves (block max 127 so xs = 1.0, the others k + 1/2)."""
+    x = rng.standard_normal((rows, k)).astype(np.float32)
+    x *= (np.float32(10.0) ** rng.integers(-2, 3, (rows, 1))).astype(np.float32)
+    if rows >= 5:
+        x[1] = 0.0
+        x[2, ::2] = -0.0
+        x[3] = np.where(rng.random(k) < 0.5, -3.25, 3.25).astype(np.float32)
+        halves = rng.integers(-126, 126, k).astype(np.float32) + np.float32(0.5)
+        halves[::32] = 127.0  # each block's max: xs = 127 / 127 = 1.0
+        x[4] = halves
+    return x
+
+
+def module_for(cases: Sequence[tuple[str, int, int, bool]]) -> object:
+    gb = GraphBuilder("kernel_b")
+    for name, k, n, bias in cases:
+        projection(gb, k, n, name, bias)
+    return gb.finish_module()
+
+
+def compile_for(module: object, weights: dict[str, np.ndarray], arch: Arch,
+                fuse: bool = True) -> CompiledProgram:
+    """``module`` through ``quantize-int8{kernel=b}`` and every stage, the default
+    schedules of ``arch``."""
+    options = CompileOptions(fuse=fuse, arch=arch.name, quantize=int8_pass(kernel="b"))
+    return compile_loop(Pipeline(module, options).kernels, weights)  # type: ignore[arg-type]
+
+
+def check(program: CompiledProgram, feeds: Sequence[dict[str, np.ndarray]],
+          wants: Sequence[dict[str, np.ndarray]], label: str,
+          columns: dict[str, np.ndarray] | None = None) -> None:
+    for threads in THREADS:
+        assert program.set_threads(threads) == threads
+        for feed, want in zip(feeds, wants, strict=True):
+            got = program.run(feed)
+            for out, bits in want.items():
+                value = got[out] if columns is None else got[out][:, columns[out]]
+                rows = next(iter(feed.values())).shape[0]
+                assert_bitwise(value, bits, f"{label}: {out}, {rows} rows, {threads} threads")
+
+
+def _tails() -> tuple[list[tuple[str, int, int, bool]], dict[str, np.ndarray]]:
+    rng = rng_for("kernel B tails", 0)
+    cases = [(f"{k}", k, TAIL_N, i % 2 == 0) for i, k in enumerate(TAIL_KS)]
+    weights: dict[str, np.ndarray] = {}
+    for name, k, n, bias in cases:
+        weights |= weights_for(name, k, n, rng, bias)
+    return cases, weights
+
+
+def _tail_feeds(label: str) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]],
+                                    dict[str, np.ndarray]]:
+    cases, weights = _tails()
+    rng = rng_for(f"kernel B tail inputs {label}", 0)
+    feeds, wants = [], []
+    for rows in (1, 7):
+        feed = {f"x{name}": activations(rng, rows, k) for name, k, _, _ in cases}
+        feeds.append(feed)
+        wants.append({f"y{name}": reference(feed[f"x{name}"], weights, name)
+                      for name, _, _, _ in cases})
+    return feeds, wants, weights
+
+
+def _tail_case(arch: Arch) -> None:
+    cases, _ = _tails()
+    feeds, wants, weights = _tail_feeds(arch.name)
+    program = compile_for(module_for(cases), weights, arch)
+    check(program, feeds, wants, f"tails, {arch.name}")
+
+
+def test_every_tail_is_the_reference_scalar() -> None:
+    _tail_case(SCALAR)
+
+
+@pytest.mark.slow  # seconds of gcc per arch: the 3-minute budget
+@pytest.mark.parametrize("arch", [p for p in arch_params() if p.values[0].name != "scalar"])
+def test_every_tail_is_the_reference(arch: Arch) -> None:
+    _tail_case(arch)
+
+
+@pytest.mark.slow  # one kernel per primitive: hundreds of kernels to compile
+def test_unfused_is_the_fused() -> None:
+    cases, _ = _tails()
+    feeds, _, weights = _tail_feeds("unfused")
+    fused = compile_for(module_for(cases), weights, SCALAR)
+    unfused = compile_for(module_for(cases), weights, SCALAR, fuse=False)
+    assert unfused.launches > fused.launches
+    for feed in feeds:
+        got, want = unfused.run(feed), fused.run(feed)
+        for name, _, _, _ in cases:
+            assert_bitwise(got[f"y{name}"], want[f"y{name}"], f"unfused {name}")
+
+
+def test_the_loop_ir_states_the_order_and_reads_bytes() -> None:
+    """The integer core's kernel: a lanes loop (32 lanes, tail 8, tree [3, 4, 2, 0,
+    1]) of FMAs over 8 lane terms per block, each an i32 sum of 4 widened i8
+    products, the K mod 32 tail unrolled after it; the weight counted
+    at 1 byte per element, the quantized activations at 1 and their scales at 4."""
+    k, n = 100, 24
+    module = module_for([("", k, n, True)])
+    pipeline = Pipeline(module, CompileOptions(arch="scalar",  # type: ignore[arg-type]
+                                               quantize=int8_pass(kernel="b")))
+    kernels = [op for op in pipeline.kernels.ops if isinstance(op, loop.KernelOp)]
+    (core,) = [kr for kr in kernels if "math.fma" in str(kr)]  # the only FMAs
+    text = str(core)
+    (lanes,) = [op for op in core.walk() if isinstance(op, loop.ForOp) and op.lanes is not None]
+    assert "lanes 32 tail 8 tree [3, 4, 2, 0, 1]" in text
+    parent = lanes.parent_op()
+    assert isinstance(parent, loop.ForOp)
+    assert parent.loop_name.data == "d1"  # right in the column loop: no loop in between
+    in_lanes = str(lanes)
+    assert in_lanes.count("math.fma") == 1
+    assert in_lanes.count("arith.extsi") == 2 * 4  # xq and w of the lane's 4 columns
+    assert text.count(": i8 to i32") == 2 * (4 + k % 32)  # then the tail's
+    i8_reads = [fp for arg, mode, fp in zip(core.args, core.modes, core.footprints.data,
+                                           strict=True)
+                if mode == "r" and arg.type.dtype.data == "i8"]
+    # xq a view of the padded [seq, 128] buffer; w the [N, K] weight read transposed
+    assert sorted(str(fp) for fp in i8_reads) == sorted([
+        f"#loop.fp<[seq, {k}], [128, 1]>", f"#loop.fp<[{k}, {n}], [1, {k}]>"])
+    read, written = kernel_bytes(core)
+    blocks = -(-k // 32)
+    # xq, w (1 byte each), xs, the offset, the row scale, the bias (4 bytes each)
+    assert str(read) == f"{k + 4 * blocks + 4}*seq + {k * n + 4 * n + 4 * n}"
+    assert str(written) == f"{4 * n}*seq"
+
+
+
+def _shape_case(name: str, arch: Arch) -> None:
+    k, n = MODEL_SHAPES[name]
+    rng = rng_for(f"kernel B {name}", 0)
+    bias = name in ("q_o", "k_v")
+    weights = weights_for(name, k, n, rng, bias)
+    program = compile_for(module_for([(name, k, n, bias)]), weights, arch)
+    columns = None if n <= COMPARED_COLUMNS else np.sort(
+        rng_for(f"kernel B {name} columns", 0).choice(n, COMPARED_COLUMNS, replace=False))
+    feeds = [{f"x{name}": activations(rng, rows, k)} for rows in (1, 7)]
+    wants = [{f"y{name}": reference(f[f"x{name}"], weights, name, columns)} for f in feeds]
+    check(program, feeds, wants, f"{name} {k}x{n}, {arch.name}",
+          None if columns is None else {f"y{name}": columns})
+
+
+@pytest.mark.slow  # seconds of gcc and of the reference per shape
+@pytest.mark.parametrize("arch", arch_params())
+@pytest.mark.parametrize("name", list(MODEL_SHAPES))
+def test_every_model_shape_is_the_reference(name: str, arch: Arch) -> None:
+    _shape_case(name, arch)
