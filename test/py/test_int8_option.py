@@ -298,7 +298,7 @@ def test_second_load_uses_the_cache_and_says_nothing(tiny_snapshot: Path, home: 
 
     first_err = io.StringIO()
     first = load(tiny_snapshot, weights="int8", backend="interpreter",
-                 progress=StderrProgress(first_err, delay=0.0))
+                 progress=StderrProgress(first_err, delay=0.0, enabled=True))
     assert isinstance(first._weights, Int8Weights)
     assert first._weights.quantized == len(first._weights.tensors) == 15
     assert f"nanocompile: {QUANTIZING}... done in" in first_err.getvalue()
@@ -308,7 +308,7 @@ def test_second_load_uses_the_cache_and_says_nothing(tiny_snapshot: Path, home: 
     written = [p.stat().st_mtime_ns for p in entries]
     second_err = io.StringIO()
     second = load(tiny_snapshot, weights="int8", backend="interpreter",
-                  progress=StderrProgress(second_err, delay=0.0))
+                  progress=StderrProgress(second_err, delay=0.0, enabled=True))
     assert QUANTIZING not in second_err.getvalue()
     assert isinstance(second._weights, Int8Weights)
     assert second._weights.quantized == 0
