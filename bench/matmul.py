@@ -1,6 +1,7 @@
 """Every matmul shape of Qwen2.5-0.5B: nanocompile against NumPy/OpenBLAS and the roofline.
 
-``python -m bench.matmul [--threads 1,2] [--rounds 12] [--shapes q_proj,lm_head] [--smoke]``
+``python -m bench.matmul [--threads 1,2] [--rounds 12] [--shapes q_proj,lm_head] [--smoke]
+[--weights bf16] [--rows 1]``
 
 For each shape (q/k/v/o projections, the fused gate/up pair, down_proj and the
 LM head) at 1 row (decode) and 64 rows (prefill):
@@ -8,6 +9,10 @@ LM head) at 1 row (decode) and 64 rows (prefill):
 * a small graph is built with the frontend exactly as ``models/qwen2.py``
   builds that piece (``x: f32[seq, K]``, ``seq`` symbolic; the weights are
   ``graph.weight`` nodes in HF layout ``W: [N, K]``, used as ``x @ W.T``;
+  ``--weights bf16`` declares them bf16 followed by the exact cast to f32, as
+  the model's bf16 format does, with values rounded to bf16; NumPy and the
+  interpreter then get the widened f32 values, and the 1-row roofline counts 2
+  bytes per weight element;
   gate/up is ``silu(x @ Wg.T) * (x @ Wu.T)``, which fusion puts in one
   kernel) and compiled with ``compile_program(graph, weights, fuse=True,
   schedule=True)``, so the kernels are the ones fusion and the default
@@ -17,6 +22,8 @@ LM head) at 1 row (decode) and 64 rows (prefill):
 * every warm-up output of both engines is compared with the graph
   interpreter's (:func:`check_output`); a mismatch stops the run before any
   time is taken;
+* ``--rows`` picks the row counts (default 1 and 64: ``--rows 1`` measures
+  decode alone; the 64-row goals are then not measured);
 * rounds alternate the engines (the order flips every round), each timed call
   preceded by a cache eviction (a read of ``--evict-mib`` MiB, default twice
   the last-level cache, split over the threads) so the weights stream from
@@ -63,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import math
 import os
@@ -79,6 +87,7 @@ import numpy as np
 from bench import BenchError, command, results, stats
 
 ROWS = (1, 64)  # decode: one row; prefill: 64 rows
+WEIGHT_FORMATS = {"f32": 4, "bf16": 2}  # --weights: bytes per stored element
 DEFAULT_ROUNDS = 12
 DEFAULT_WARMUP = 2
 DEFAULT_SEED = 0
@@ -127,6 +136,7 @@ class MatmulShape:
     n: int
     bias: bool = False
     pair: bool = False  # the gate/up pair: two [n, k] weights, silu(x@Wg.T) * (x@Wu.T)
+    weights: str = "f32"  # the weights' storage, WEIGHT_FORMATS: "f32" or "bf16"
 
     @property
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -140,16 +150,18 @@ class MatmulShape:
 
     @property
     def weight_bytes(self) -> int:
-        """f32 bytes of every weight (biases included): what one row must read."""
-        return 4 * sum(math.prod(s) for s in self.weight_shapes.values())
+        """Bytes of every weight as stored (biases included): what one row must read."""
+        return WEIGHT_FORMATS[self.weights] * sum(math.prod(s) for s in self.weight_shapes.values())
 
     def flops(self, rows: int) -> int:
         """Matmul FLOPs (2 per multiply-add) for ``rows`` rows; bias and SwiGLU left out."""
         return 2 * rows * self.n * self.k * (2 if self.pair else 1)
 
     def metric(self, rows: int) -> str:
-        """The record's metric name (dimensions included so smoke shapes never mix in)."""
-        return f"matmul_{self.name}_m{rows}_k{self.k}_n{self.n}_ms"
+        """The record's metric name (dimensions included so smoke shapes never mix in;
+        bf16 weights suffixed, so their history never mixes with f32's)."""
+        suffix = "" if self.weights == "f32" else f"_{self.weights}"
+        return f"matmul_{self.name}_m{rows}_k{self.k}_n{self.n}{suffix}_ms"
 
 
 def model_shapes(hidden: int, intermediate: int, kv_dim: int, vocab: int) -> list[MatmulShape]:
@@ -179,7 +191,10 @@ def build_graph(shape: MatmulShape) -> Any:
 
     gb = GraphBuilder(f"mm_{shape.name}")
     x = gb.input("x", "f32", [Expr.sym("seq"), shape.k])
-    w = {name: gb.weight(name, list(dims)) for name, dims in shape.weight_shapes.items()}
+    w = {}
+    for name, dims in shape.weight_shapes.items():
+        stored = gb.weight(name, list(dims), shape.weights)
+        w[name] = stored if shape.weights == "f32" else stored.cast("f32")
     if shape.pair:
         gate = C.linear(x, w["gate_proj.weight"])
         up = C.linear(x, w["up_proj.weight"])
@@ -191,15 +206,27 @@ def build_graph(shape: MatmulShape) -> Any:
 
 
 def make_weights(shape: MatmulShape, seed: int = DEFAULT_SEED) -> dict[str, np.ndarray]:
-    """f32 weights ~ N(0, 1) * 0.02, the same for a shape whatever else is benchmarked."""
+    """f32 weights ~ N(0, 1) * 0.02, the same for a shape whatever else is benchmarked
+    (bf16 weights: those values rounded to bf16, as their uint16 bits)."""
+    from nanocompile.checkpoint.safetensors import f32_to_bf16
+
     index = [s.name for s in SHAPES].index(shape.name)
     rng = np.random.default_rng([seed, index])
     out = {}
     for name, dims in shape.weight_shapes.items():
         w = rng.standard_normal(dims, dtype=np.float32)
         w *= np.float32(WEIGHT_SCALE)
-        out[name] = w
+        out[name] = w if shape.weights == "f32" else f32_to_bf16(w)
     return out
+
+
+def widened(shape: MatmulShape, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The f32 values of ``weights`` (bf16 bits widened exactly; f32 as they are)."""
+    from nanocompile.checkpoint.safetensors import bf16_to_f32
+
+    if shape.weights == "f32":
+        return weights
+    return {name: bf16_to_f32(bits) for name, bits in weights.items()}
 
 
 def make_input(shape: MatmulShape, rows: int, seed: int = DEFAULT_SEED) -> np.ndarray:
@@ -211,7 +238,9 @@ def make_input(shape: MatmulShape, rows: int, seed: int = DEFAULT_SEED) -> np.nd
 
 def numpy_function(shape: MatmulShape, weights: dict[str, np.ndarray]
                    ) -> Callable[[np.ndarray], np.ndarray]:
-    """The shape's function in NumPy: ``x @ W.T`` (OpenBLAS), bias and SwiGLU in place."""
+    """The shape's function in NumPy: ``x @ W.T`` (OpenBLAS), bias and SwiGLU in place
+    (on the widened f32 values of bf16 weights)."""
+    weights = widened(shape, weights)
     if shape.pair:
         wg, wu = weights["gate_proj.weight"], weights["up_proj.weight"]
         one = np.float32(1.0)
@@ -542,6 +571,17 @@ def run_case(case: Case, program: Any, reference_fn: Callable[[np.ndarray], np.n
 # the run
 
 
+def _parse_rows(text: str) -> list[int]:
+    try:
+        rows = [int(r) for r in text.split(",") if r.strip()]
+    except ValueError:
+        rows = []
+    if not rows or any(r < 1 for r in rows) or len(set(rows)) != len(rows):
+        raise BenchError(f"--rows: expected distinct row counts >= 1 separated by commas, "
+                         f"got {text!r}")
+    return rows
+
+
 def _parse_shapes(text: str | None, available: Sequence[MatmulShape]) -> list[MatmulShape]:
     if text is None:
         return list(available)
@@ -722,13 +762,16 @@ def format_issue6_goals(goals: dict[str, Any]) -> str:
 
 
 def latest_by_machine_kind(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The newest full (not ``--smoke``) matmul record judged by issue 16's goals, per
-    machine kind (records without ``payload.machine_kind`` predate them and are skipped)."""
+    """The newest full (not ``--smoke``, f32 weights, 1 and 64 rows) matmul record
+    judged by issue 16's goals, per machine kind (records without
+    ``payload.machine_kind`` predate them and are skipped)."""
     latest: dict[str, dict[str, Any]] = {}
     for record in records:
         payload = record.get("payload") or {}
+        settings = payload.get("settings", {})
         if (record.get("kind") != "matmul" or not isinstance(payload.get("machine_kind"), dict)
-                or payload.get("settings", {}).get("smoke")):
+                or settings.get("smoke") or settings.get("weights", "f32") != "f32"
+                or tuple(settings.get("rows", ROWS)) != ROWS):
             continue
         latest[payload["machine_kind"]["kind"]] = record
     return latest
@@ -800,7 +843,9 @@ def run_benchmark(args: argparse.Namespace) -> int:
     from nanocompile.interpreter import run_graph
 
     threads = parse_threads(args.threads)
-    shapes = _parse_shapes(args.shapes, SMOKE_SHAPES if args.smoke else SHAPES)
+    shapes = [dataclasses.replace(s, weights=args.weights) for s in
+              _parse_shapes(args.shapes, SMOKE_SHAPES if args.smoke else SHAPES)]
+    rows_list = _parse_rows(args.rows)
     rounds = args.rounds if args.rounds is not None else (
         SMOKE_ROUNDS if args.smoke else DEFAULT_ROUNDS)
     if rounds < 1:
@@ -840,7 +885,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
               f" s ({program.launches} kernel{'s' * (program.launches != 1)}"
               f"{', cached' if times.cache_hit else ''})", file=sys.stderr)
         reference_fn = numpy_function(shape, weights)
-        for rows in ROWS:
+        for rows in rows_list:
             x = make_input(shape, rows, args.seed)
             reference = run_graph(graph, {"x": x}, weights)["y"].astype(np.float64)
             for t in threads:
@@ -862,7 +907,8 @@ def run_benchmark(args: argparse.Namespace) -> int:
     control_flags = _control(summaries, results_path)
     goals = evaluate_goals(summaries)
     goals6 = evaluate_issue6_goals(summaries)
-    print(f"matmul shapes of Qwen2.5-0.5B{' (SMOKE: tiny shapes)' if args.smoke else ''}: "
+    print(f"matmul shapes of Qwen2.5-0.5B{' (SMOKE: tiny shapes)' if args.smoke else ''}, "
+          f"{args.weights} weights: "
           f"ms per call, median of {rounds} alternating rounds, caches evicted "
           f"({evict_bytes >> 20} MiB) before each call")
     print(f"floor: weight bytes / read bandwidth at 1 row, 2MNK / peak {limits['peak_kernel']} "
@@ -882,7 +928,8 @@ def run_benchmark(args: argparse.Namespace) -> int:
               f"multi-threaded figures (OpenBLAS's above all) are not comparable")
     payload = {
         "settings": {"rounds": rounds, "warmup": args.warmup, "threads": threads,
-                     "shapes": [s.name for s in shapes], "rows": list(ROWS),
+                     "shapes": [s.name for s in shapes], "rows": rows_list,
+                     "weights": args.weights,
                      "smoke": bool(args.smoke), "seed": args.seed, "evict_bytes": evict.nbytes,
                      "loadavg_before_after": [load_before, load_after],
                      "weight_scale": WEIGHT_SCALE, "rtol": RTOL, "alpha": ALPHA,
@@ -918,6 +965,11 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                              f"twice the last-level cache, {SMOKE_EVICT_MIB} with --smoke; "
                              "0: warm caches)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="weights and inputs")
+    parser.add_argument("--weights", choices=sorted(WEIGHT_FORMATS), default="f32",
+                        help="the weights' storage (default %(default)s; bf16: read as 2 "
+                             "bytes and widened in registers, as the model's bf16 format)")
+    parser.add_argument("--rows", default=",".join(str(r) for r in ROWS),
+                        help="comma-separated row counts (default: %(default)s; 1: decode)")
     parser.add_argument("--results", default=str(results.RESULTS_PATH),
                         help="JSON-lines file the record is appended to (default: %(default)s)")
     parser.add_argument("--probe-results", default=str(results.RESULTS_PATH),

@@ -24,7 +24,10 @@ are all refused (or that has none) stays unscheduled.
   (its tree adds the four accumulators of 8 lanes first), four vectors per
   sum, so its tile is ``WIDE_TILES``'s; its lanes loop has a tail (the groups
   of 8 after the last block of 32), which vectorized becomes a second loop,
-  so it is privatized first and vectorized after;
+  so it is privatized first and vectorized after. A projection of a bf16
+  weight first tries column tiles of ``STRIDED_DECODE_COLUMNS`` columns
+  ``n / 16`` apart whose leftover rows jam all of them (decode streams 16
+  weight rows from 16 places at once), the plain row jam inside a tile;
 * **other matmuls** (attention: scores and context): vectorize ``k`` when its
   loads are contiguous (scores: ``q . k`` over the head dim), else the last
   result dim (context: ``k`` runs down a column of ``V``; each lane of the
@@ -202,6 +205,13 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
         decode = max(jam.columns, DECODE_COLUMNS // sums)
         if wide and decode % jam.columns == 0:
             candidates += _decode_wide(last, rows, block, jam, decode, kw, min_chunk)
+        strided = max(jam.columns, STRIDED_DECODE_COLUMNS // sums)
+        n = _extent(nest[-1])
+        if (not wide and _reads_bf16(nest[-1]) and strided > jam.columns
+                and strided % jam.columns == 0 and n is not None and n % strided == 0
+                and n // strided >= 2):
+            candidates += _decode_strided(last, rows, block, jam, strided, n // strided,
+                                          kw, min_chunk)
         jammed: list[sched.Directive] = [priv("k"), priv("k"),  # columns, then rows
                                          priv("k_tail")]  # the leftover rows: columns only
         tiles: list[sched.Directive] = [
@@ -257,6 +267,70 @@ def _decode_wide(last: str, rows: str, block: int | None, jam: MatmulTile, decod
         return [sched.Reorder((tile_o, inner)),
                 split(inner, jam.rows, f"{rows}o", f"{rows}i", peel=True),
                 sched.Reorder((pair, f"{rows}i"))]
+
+    out = [[*columns, *rows_in_tiles(rows), *body]]
+    if block is not None:  # long rows: blocks of rows that stay in L2
+        out.insert(0, [split(rows, block, f"{rows}b", f"{rows}r"), *columns,
+                       *rows_in_tiles(f"{rows}r"), *body])
+    return out
+
+
+STRIDED_DECODE_COLUMNS = 16
+"""Output columns (sums) the leftover rows of a projection of a bf16 weight jam,
+``n / 16`` columns apart (``_decode_strided``). At one row (decode) the kernel
+is a read of the weight, 2 bytes per element widened in registers; with 4
+adjacent columns (the register tile's) it read DRAM at 6-8 GB/s against the
+probe's 12.8. The likely reasons (not measured apart): too few lines in
+flight (a 64-byte line of bf16 serves two iterations of ``k``), and adjacent
+rows of 1.75 KiB share 4 KiB pages, where the L2 streamer follows one stream
+per page. Rows ``n / 16`` apart are 16 streams in 16 places, each running on
+through the next tile's row.
+Measured on the Xeon (1 thread, weights evicted, kernel ms, medians of 15,
+4 adjacent / 16 strided): q_proj 0.214 / 0.141, k_proj 0.038 / 0.024, o_proj
+0.243 / 0.148, gate/up (8 columns x 2 sums) 2.23 / 1.53, down_proj 0.91 /
+0.83, LM head 32.3 / 21.9 (12.4 GB/s); 8 or 32 columns strided were no
+better, 16 adjacent 1.0-1.2x; AVX2 code built for 16 registers likewise
+(q_proj 0.31 / 0.19). Inside a tile the row jam is the plain candidate's (4
+columns by all rows): at 64 rows 1.05-1.16x faster than the plain candidate
+(medians of 11), bitwise the same. f32 weights keep the plain candidate:
+their 4-column decode already streams at 12-14 GB/s, and the strided tile
+moved f32 decode and 64 rows by 0.89-1.11x with no consistent sign."""
+
+
+def _reads_bf16(for_op: loop.ForOp) -> bool:
+    """The lanes loop ``k`` in ``for_op`` loads a bf16 buffer (a weight widened
+    where it is read)."""
+    k = _k_loop(for_op)
+    loads = [] if k is None else [op.ptr.type for op in k.walk() if isinstance(op, loop.LoadOp)]
+    return any(isinstance(t, loop.PtrType) and t.dtype.data == "bf16" for t in loads)
+
+
+def _decode_strided(last: str, rows: str, block: int | None, jam: MatmulTile, decode: int,
+                    stride: int, kw: int, min_chunk: int) -> list[list[sched.Directive]]:
+    """Column tiles of ``decode`` columns ``stride`` apart (tile ``t`` holds
+    columns ``t + m * stride``), whose leftover rows jam all ``decode``
+    columns; inside a tile, the row jam of ``jam`` as the plain candidate has it
+    (``jam.columns`` columns by all rows). ``last`` splits by ``jam.columns *
+    stride`` into ``<last>q`` (the tile's column groups) and ``<last>r``,
+    which splits by ``stride`` into ``<last>i`` (a group's columns) and
+    ``<last>o`` (the tile), moved outermost; rows inside the tiles, split by
+    ``jam.rows`` (the leftover rows peeled), the column groups outside them;
+    ``k`` jams ``<last>i`` then the rows, ``k_tail`` ``<last>i_tail`` then
+    ``<last>q_tail``; the tiles on the pool. With long rows the same in
+    blocks of rows."""
+    tile_o, group, rest, cols_i = f"{last}o", f"{last}q", f"{last}r", f"{last}i"
+    vec, priv, split = sched.Vectorize, sched.Privatize, sched.Split
+    columns: list[sched.Directive] = [split(last, jam.columns * stride, group, rest),
+                                      split(rest, stride, cols_i, tile_o),
+                                      sched.Reorder((tile_o, group, cols_i))]
+    body: list[sched.Directive] = [
+        vec("k", kw), vec("k_tail", kw), priv("k"), priv("k"), priv("k_tail"), priv("k_tail"),
+        sched.Parallel(tile_o, max(1, min_chunk // decode))]
+
+    def rows_in_tiles(inner: str) -> list[sched.Directive]:
+        return [sched.Reorder((tile_o, inner)),
+                split(inner, jam.rows, f"{rows}o", f"{rows}i", peel=True),
+                sched.Reorder((group, f"{rows}o", f"{rows}i"))]
 
     out = [[*columns, *rows_in_tiles(rows), *body]]
     if block is not None:  # long rows: blocks of rows that stay in L2

@@ -8,6 +8,7 @@ quick probe. Nothing here asserts a wall time.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -335,6 +336,9 @@ def test_probe_record_must_be_clean_else_the_quick_probe(monkeypatch: pytest.Mon
     (["--threads", "a,b"], "--threads"),
     (["--shapes", "qkv"], "unknown qkv"),
     (["--rounds", "0"], "--rounds"),
+    (["--rows", "0"], "--rows"),
+    (["--rows", "1,1"], "--rows"),
+    (["--rows", "one"], "--rows"),
 ])
 def test_bad_flags_are_one_line_errors(argv: list[str], message: str, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
@@ -356,3 +360,46 @@ def test_module_runs_with_help_and_rejects_unknown_flags() -> None:
     assert bad.returncode == 2
     assert "unrecognized arguments" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_bf16_weights_decode_only_run(tmp_path: Path, probe_file: Path) -> None:
+    """``--weights bf16 --rows 1``: the weights stored as bf16 (2 bytes per
+    element in the roofline, the f32 values rounded to bf16), one row only,
+    recorded apart from the f32 runs (metric suffix, settings) and never the
+    latest full run of its machine kind."""
+    path = tmp_path / "bf16.jsonl"
+    code = matmul.main(["--smoke", "--threads", "1", "--weights", "bf16", "--rows", "1",
+                        "--results", str(path), "--probe-results", str(probe_file)])
+    assert code == 0
+    (record,) = results.load_records(path)
+    payload = record["payload"]
+    assert payload["settings"]["weights"] == "bf16"
+    assert payload["settings"]["rows"] == [1]
+    cases = payload["cases"]
+    assert sorted(c["shape"] for c in cases) == sorted(matmul.SHAPE_NAMES)
+    for c in cases:
+        assert c["rows"] == 1
+        assert c["metric"].endswith("_bf16_ms")
+        elements = c["n"] * c["k"] * (2 if c["pair"] else 1) + (c["n"] if c["bias"] else 0)
+        assert c["weight_bytes"] == 2 * elements
+        assert c["roofline_ms"] == pytest.approx(1e3 * 2 * elements / (BANDWIDTH["1"] * 1e9))
+    assert "fma_peak_rows64" not in payload["goals"]["1"]  # 64 rows not measured
+    assert payload["goals"]["1"]["bandwidth_rows1"]["shapes"] == list(matmul.BANDWIDTH_SHAPES)
+    assert matmul.latest_by_machine_kind([record]) == {}
+
+
+def test_bf16_weights_are_the_f32_weights_rounded() -> None:
+    from nanocompile.checkpoint.safetensors import bf16_to_f32
+
+    shape = matmul.SMOKE_SHAPES[0]
+    f32 = matmul.make_weights(shape)
+    bf16 = matmul.make_weights(dataclasses.replace(shape, weights="bf16"))
+    assert set(bf16) == set(f32)
+    for name, bits in bf16.items():
+        assert bits.dtype == np.uint16
+        wide = bf16_to_f32(bits)
+        # round to nearest: within half a bf16 step (8 significant bits) of the f32 value
+        assert np.all(np.abs(wide - f32[name]) <= np.abs(f32[name]) * 2.0 ** -8)
+        assert np.array_equal(matmul.widened(dataclasses.replace(shape, weights="bf16"),
+                                             {name: bits})[name], wide)
+    assert matmul.widened(shape, f32) is f32

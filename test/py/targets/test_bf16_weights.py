@@ -9,7 +9,8 @@ schedules of every arch this CPU runs:
 
 * fusion widens the weight where it is read: the bf16 program launches as
   many kernels as the f32 one (no kernel stores a widened copy), binds the
-  weights as bf16 and picks the same schedules;
+  weights as bf16 and picks the same schedules (a projection's first candidate
+  may be the bf16 one, a strided decode tile);
 * the vector archs load bf16 vectors and widen them in registers
   (``_cvtepu16_epi32``, shift, reinterpret); the scalar path ``nc_bf16``;
 * its outputs are bitwise those of the f32 program on the widened weights,
@@ -169,9 +170,12 @@ def kernels_text(module: ModuleOp) -> str:
 def test_bf16_storage_is_bitwise_the_widened_f32(case: str, arch: Arch) -> None:
     p16, p32 = pipeline(case, "bf16", arch), pipeline(case, "f32", arch)
     # fusion widens where the weight is read: no extra kernel, the same schedules
+    # (a bf16 projection's candidates start with a strided decode tile: defaults.py)
     launches16 = count_work(p16.kernels).launches
     assert launches16 == count_work(p32.kernels).launches, case
-    assert p16.explain() == p32.explain(), case
+    for d16, d32 in zip(p16.decisions, p32.decisions, strict=True):
+        assert (d16.chosen is None) == (d32.chosen is None), (case, d16.kernel)
+        assert d32.chosen is None or d32.chosen in d16.candidates, (case, d16.kernel)
     c = p16.text("c")
     if arch.vector and case != "projection ragged k 20":  # ragged k: scalar lanes
         assert "_cvtepu16_epi32" in c, case
