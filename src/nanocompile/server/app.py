@@ -36,6 +36,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from nanocompile.checkpoint.jsonfile import JSONFileError, parse_json
 from nanocompile.inference.generate import ContextLengthError, GenerationResult, check_prompt
 from nanocompile.server import protocol
 from nanocompile.server.protocol import Job, RequestError, Settings
@@ -212,10 +213,9 @@ class Server:
                                code="request_too_large")
         raw = b"".join(parts)
         try:
-            return json.loads(raw)
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
-            raise RequestError(f"the body is not valid JSON: {protocol.first_line(exc)}"
-                               ) from None
+            return parse_json(raw)
+        except JSONFileError as exc:  # not UTF-8, not JSON, nested too deeply
+            raise RequestError(f"the body is {protocol.first_line(exc)}") from None
 
     # -- running a job ----------------------------------------------------
 
