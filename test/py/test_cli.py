@@ -55,6 +55,7 @@ def run(env: dict[str, str], *args: str | Path, stdin: str | None = None,
 # generate and chat
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_generate_streams_text_and_the_speed_line(env: dict[str, str],
                                                   tiny_snapshot: Path) -> None:
     proc = run(env, "generate", PROMPT, "--model", tiny_snapshot, "--max-tokens", "24",
@@ -108,6 +109,7 @@ NOT_UTF8 = ("nanocompile: note: {what} is not valid UTF-8: {n} undecodable byte{
             "by U+FFFD")
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 @pytest.mark.parametrize("locale_errors", ["surrogateescape", "strict"])
 def test_text_that_is_not_utf8_is_replaced_and_said(env: dict[str, str], tiny_snapshot: Path,
                                                     locale_errors: str) -> None:
@@ -182,6 +184,7 @@ def test_model_defaults_from_a_fifo_do_not_hang(env: dict[str, str], tiny_snapsh
 # compile, perplexity, dump, synth
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_compile_reports_work_and_cache(env: dict[str, str], tiny_snapshot: Path) -> None:
     proc = run(env, "compile", "--model", tiny_snapshot)
     report = load(tiny_snapshot, backend="interpreter").compile_report()
@@ -198,6 +201,7 @@ def test_compile_reports_work_and_cache(env: dict[str, str], tiny_snapshot: Path
                      r"gcc [\d.]+, load [\d.]+, weights [\d.]+; cache (hit|miss)\)$", out, re.M)
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_dump_stages(env: dict[str, str], tiny_snapshot: Path) -> None:
     loop_ir = run(env, "dump", "--model", tiny_snapshot, "--stage", "loop", "--layers", "1",
                   "--last-only").stdout
@@ -206,6 +210,7 @@ def test_dump_stages(env: dict[str, str], tiny_snapshot: Path) -> None:
     assert "nc_run_qwen2" in c
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_synth_writes_a_loadable_snapshot(env: dict[str, str], tmp_path: Path) -> None:
     proc = run(env, "synth", tmp_path / "snap", "--tiny", "--seed", "4")
     assert "synthetic snapshot (seed 4)" in proc.stdout
@@ -218,6 +223,7 @@ ALICE = ("Alice was beginning to get very tired of sitting by her sister on the 
          "book,' thought Alice 'without pictures or conversations?' 日本語も少し。")
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 @pytest.mark.oracle
 def test_perplexity_matches_transformers(env: dict[str, str], tiny_snapshot: Path,
                                          tmp_path: Path) -> None:
@@ -245,6 +251,7 @@ def test_perplexity_matches_transformers(env: dict[str, str], tiny_snapshot: Pat
     assert ours == pytest.approx(reference, rel=1e-4)
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_perplexity_interpreter_equals_c(env: dict[str, str], tiny_snapshot: Path,
                                          tmp_path: Path) -> None:
     text = tmp_path / "alice.txt"

@@ -1,18 +1,27 @@
-"""Runs the lit/FileCheck suite under pytest, so one summary line covers both."""
+"""Runs the lit/FileCheck suite under pytest, so one summary line covers both.
+
+The dialects' tests (printing, parsing, verifiers: fast) run in the non-slow
+suite; the passes', targets' and frontend's (each compiles or schedules, some
+build with gcc: ~60 s on 2 cores) in the full suite only, for the non-slow
+suite's 3-minute budget.
+"""
 
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LIT_DIR = Path(__file__).resolve().parents[1] / "lit"
+FAST = ("dialects",)
 
 
-def test_lit_suite_passes() -> None:
+def _run_lit(*paths: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", "import lit.main; lit.main.main()", "-s", "-j2",
-         str(LIT_DIR)],
-        capture_output=True, text=True, timeout=600,
+         *map(str, paths)],
+        capture_output=True, text=True, timeout=900,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -20,3 +29,14 @@ def test_lit_suite_passes() -> None:
     assert passed, f"lit ran no test:\n{out}"
     assert int(passed.group(1)) > 0, f"lit ran no test:\n{out}"
     assert not re.search(r"(Failed|Unresolved|Timed Out)\s*:", out), out
+
+
+def test_lit_dialects_pass() -> None:
+    _run_lit(*(LIT_DIR / d for d in FAST))
+
+
+@pytest.mark.slow  # ~60 s of compiles and gcc builds: the non-slow suite's 3-minute budget
+def test_lit_passes_targets_frontend_pass() -> None:
+    rest = sorted(p for p in LIT_DIR.iterdir() if p.is_dir() and p.name not in FAST)
+    assert rest, f"no lit directories besides {FAST} in {LIT_DIR}"
+    _run_lit(*rest)

@@ -55,6 +55,7 @@ def test_bf16_decode_bytes_polynomial() -> None:
     assert fused_work("f32").bytes_moved == parse_expr(F32_FUSED)
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_weight_term_halves() -> None:
     """The weights' 4 bytes per parameter in the f32 constant term become 2."""
     f32, bf16 = fused_work("f32").bytes_moved, fused_work("bf16").bytes_moved

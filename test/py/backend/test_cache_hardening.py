@@ -81,6 +81,7 @@ def run_inputs(cfg: object) -> dict[str, np.ndarray]:
     return {"token_ids": np.array(PROMPT, np.int64), "past_keys": past, "past_values": past}
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_concurrent_compiles_of_the_tiny_model(tmp_path: Path, tiny_snapshot: Path) -> None:
     """Four processes released together into one empty cache: two compile the tiny
     model's all-positions graph, two its last-position graph. All succeed; each

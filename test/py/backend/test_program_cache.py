@@ -99,6 +99,7 @@ def the_entry(cache: Path) -> Path:
     return entries[0]
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_warm_compile_takes_the_cached_path_with_the_same_bits(
         fresh: Path, tiny: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """Cold: every stage runs and an entry is stored. Warm (a new graph built the

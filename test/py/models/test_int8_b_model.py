@@ -118,6 +118,7 @@ def test_tiny_graph_has_kernel_b_projections(tiny: KernelBModel) -> None:
     assert len(cores) == PROJECTIONS_PER_LAYER * tiny.snap.config.num_hidden_layers
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_tiny_kernel_b_c_is_bitwise_the_exact_interpreter(tiny: KernelBModel) -> None:
     """The host's arch (the widest this CPU runs)."""
     _bitwise(tiny, host_arch(), "france")

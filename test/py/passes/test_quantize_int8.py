@@ -153,6 +153,7 @@ def _saved(layers: int, embedding: str, itemsize: int) -> tuple[int, int]:
     return (itemsize - 1) * elements - 4 * rows, per_token
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 @pytest.mark.parametrize(("weights", "embedding", "layers"), [
     ("bf16", "int8", None), ("bf16", "f32", 2), ("f32", "int8", 2), ("f32", "f32", 2)])
 def test_bytes_per_step_one_per_weight_element(weights: str, embedding: str,
@@ -417,6 +418,7 @@ def _kl_top1(ref: np.ndarray, other: np.ndarray) -> tuple[float, float]:
     return float(kl.mean()), float((ref.argmax(-1) == other.argmax(-1)).mean())
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_tiny_model_runs_in_kernel_b(tiny_snapshot: Path) -> None:
     """The whole tiny model after quantize-int8{kernel=b} (int8 and f32 embedding),
     interpreted exactly: every position's logits finite, then greedy steps on the
