@@ -83,6 +83,7 @@ def test_model_defaults_read_generation_config(env: dict[str, str], tiny_snapsho
     assert config["top_k"] != 5  # the flag overrode the file
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_chat_multi_turn_from_stdin(env: dict[str, str], tiny_snapshot: Path) -> None:
     proc = run(env, "chat", "--model", tiny_snapshot, "--greedy", "--max-tokens", "6",
                "--system", "Be brief.", "--backend", "interpreter",

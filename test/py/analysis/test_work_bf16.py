@@ -64,6 +64,7 @@ def test_weight_term_halves() -> None:
     assert bf16.coefficient("past") == f32.coefficient("past") == 24576  # the f32 cache
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_bf16_step_launches_the_f32_kernels() -> None:
     """The widening is inside the kernels: 319 launches, 17 distinct kernels,
     as the f32 format (no kernel widens a copy)."""
@@ -72,6 +73,7 @@ def test_bf16_step_launches_the_f32_kernels() -> None:
         assert (work.launches, work.distinct_kernels) == (319, 17), weights
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_schedules_keep_the_bytes() -> None:
     """The default schedules read the weights in place: the scheduled bf16
     program moves the bytes of the fused one (one layer: a quick schedule)."""

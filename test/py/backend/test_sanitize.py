@@ -367,6 +367,7 @@ def tiny_programs(kernel_cache: Path, tiny_snapshot: Path) -> dict[str, object]:
                for name, options in PIPELINES.items()}}
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 @pytest.mark.parametrize("pipeline", list(PIPELINES))
 def test_tiny_model_in_guarded_arena(tiny_programs: dict, pipeline: str) -> None:
     """Prefill and three decode steps of the tiny model with every temporary between

@@ -61,6 +61,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory, probe_file: Path) -> tuple[P
     return path, code
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_smoke_appends_one_matmul_record(smoke: tuple[Path, int]) -> None:
     path, code = smoke
     assert code == 0
@@ -88,6 +89,7 @@ def test_smoke_appends_one_matmul_record(smoke: tuple[Path, int]) -> None:
     assert set(payload["goals"]) == set(payload["goals_issue6"]) == {"1", "2"}
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_smoke_covers_every_shape_row_count_and_thread_count(smoke: tuple[Path, int]) -> None:
     cases = results.load_records(smoke[0])[0]["payload"]["cases"]
     keys = sorted((c["shape"], c["rows"], c["threads"]) for c in cases)
@@ -99,6 +101,7 @@ def test_smoke_covers_every_shape_row_count_and_thread_count(smoke: tuple[Path, 
         assert c["verdict"] in {"win", "loss", "n.s."}
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_smoke_statistics_and_rooflines_follow_from_the_rounds(smoke: tuple[Path, int]) -> None:
     payload = results.load_records(smoke[0])[0]["payload"]
     by_case = {(c["metric"], c["threads"]): c for c in payload["cases"]}

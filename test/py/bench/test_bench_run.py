@@ -63,6 +63,7 @@ def _measurements(path: Path) -> list[tuple[dict, dict]]:
     return list(results.iter_measurements(results.load_records(path, kind="run")))
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_smoke_records_one_per_engine_thread_metric(smoke: tuple[Path, str]) -> None:
     path, _ = smoke
     found = _measurements(path)
@@ -88,6 +89,7 @@ def test_smoke_records_one_per_engine_thread_metric(smoke: tuple[Path, str]) -> 
         assert goals17["prefill_vs_f32"]["1"]["met"] is None  # no 128-token prefill either
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_smoke_statistics_are_those_of_the_recorded_rounds(smoke: tuple[Path, str]) -> None:
     for _, m in _measurements(smoke[0]):
         values = m["values"]
@@ -99,6 +101,7 @@ def test_smoke_statistics_are_those_of_the_recorded_rounds(smoke: tuple[Path, st
         assert m["prompt_tokens"] == (4 if m["metric"] in (DECODE, prefill_metric(4)) else 8)
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_blas_threads_recorded_as_requested(smoke: tuple[Path, str]) -> None:
     pytest.importorskip("threadpoolctl")
     for record, m in _measurements(smoke[0]):
@@ -107,6 +110,7 @@ def test_blas_threads_recorded_as_requested(smoke: tuple[Path, str]) -> None:
         assert all(p["num_threads"] == m["threads"] for p in pools if p["user_api"] == "blas")
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_smoke_sign_tests_against_the_fused_engine(smoke: tuple[Path, str]) -> None:
     found = _measurements(smoke[0])
     by_key = {(m["engine"], m["threads"], m["metric"]): m for _, m in found}
@@ -122,6 +126,7 @@ def test_smoke_sign_tests_against_the_fused_engine(smoke: tuple[Path, str]) -> N
         assert test["verdict"] == "no difference shown"  # 2 rounds: p >= 1/4, never a verdict
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_every_engine_generated_the_interpreters_tokens(smoke: tuple[Path, str]) -> None:
     for record, m in _measurements(smoke[0]):
         agree = record["payload"]["agreement"]
@@ -134,6 +139,7 @@ def test_every_engine_generated_the_interpreters_tokens(smoke: tuple[Path, str])
             assert agree["leading_equal"] == 4, m["engine"]
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_llama_engines_ran_or_were_skipped(smoke: tuple[Path, str]) -> None:
     """With llama-cpp-python: the engines, F32 and BF16 GGUFs with an f32 KV cache; without:
     a skip."""
@@ -152,6 +158,7 @@ def test_llama_engines_ran_or_were_skipped(smoke: tuple[Path, str]) -> None:
     assert "q8_0" in engine["llama-q8_0"]["gguf"]
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
     out = smoke[1]
     assert "warm-up round (untimed" in out
@@ -169,6 +176,7 @@ def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
     assert f"appended {len(RAN) * 2 * 3} records" in out
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_work_counters_are_the_irs(smoke: tuple[Path, str]) -> None:
     """Launches and bytes are the loop IR's; c-phase3 launches fewer kernels than phase 2."""
     work = {r["payload"]["engine"]["name"]: r["payload"]["work"]
@@ -193,6 +201,7 @@ def test_work_counters_are_the_irs(smoke: tuple[Path, str]) -> None:
         assert m[key] > 0
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_control_reads_the_engines_own_history(smoke: tuple[Path, str],
                                                tmp_path: Path) -> None:
     """A second run on the same model sees the first run's medians as history."""
@@ -385,6 +394,7 @@ def _as_full_run(smoke_path: Path, out: Path, *, with_probe: bool) -> None:
     out.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 @pytest.mark.parametrize("with_probe", [True, False])
 def test_plot_writes_a_png(smoke: tuple[Path, str], tmp_path: Path, with_probe: bool,
                            capsys: pytest.CaptureFixture) -> None:

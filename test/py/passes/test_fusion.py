@@ -51,6 +51,7 @@ def unfused_work(layers: int) -> WorkCount:
     return count_work(lower_to_loop(graph))
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_kernel_calls_per_block_and_per_step() -> None:
     per_block = fused_work(2).launches - fused_work(1).launches
     assert per_block == 13
@@ -73,6 +74,7 @@ def test_fused_bytes_polynomial_is_the_reference() -> None:
     assert fused.coefficient("past") == kv_bytes_per_token == 24576
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_every_coefficient_at_most_unfused() -> None:
     fused, unfused = fused_work(24).bytes_moved, unfused_work(24).bytes_moved
     for mono in ("past*seq", "seq*seq", "past", "seq", ""):

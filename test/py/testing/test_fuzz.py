@@ -397,6 +397,7 @@ def test_safetensors_shape_product_overflow_is_an_error(tmp_path: Path,
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_graphs_short_campaign() -> None:
     """16 random graphs (two libraries per pipeline) at 4 bindings each, fused and
     unfused, in guarded arenas, against the interpreter."""
