@@ -11,7 +11,7 @@ a trained model's quality). One uncached forward pass over a fixed text
   (``load(..., weights="int8")``, nanoinfer's default);
 * ``int8-f32-embedding``: kernel A with the embedding and LM head kept f32
   (``int8_embedding=False``);
-* kernel B (W8A8 with integer dot products): not measured (no load() option yet), reported as such.
+* kernel B (W8A8 with integer dot products): not measured (scalar C only), reported as such.
 
 Per position: the KL divergence ``KL(P_f32 || P_int8) = sum p_f32 (log p_f32 -
 log p_int8)`` of the two next-token distributions, each a log-softmax in
@@ -42,7 +42,8 @@ from bench import BenchError, command, results
 
 DEFAULT_TOKENS = 300
 KERNEL_B = "int8-kernel-b"
-KERNEL_B_REASON = "kernel B (W8A8, integer dot products) has no load() option and no vector path yet (scalar C only)"
+KERNEL_B_REASON = ("kernel B (W8A8, integer dot products; weights='int8-dot') has no vector "
+                   "path yet (scalar C only): not measured")
 
 # A fixed text of prose, numbers and a little code: 430 tokens with the Qwen2
 # tokenizer (the first --tokens of them are used; more than that is an error).

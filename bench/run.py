@@ -82,7 +82,7 @@ thread count, printed after issue 17's and stored in every record of the run
   step / read bandwidth at that thread count of the newest clean probe record
   of this machine) / the median >= 0.80;
 * kernel-B prefill at 128 tokens >= 2x faster than ``llama-q8_0``: not judged
-  (kernel B, W8A8 with integer dot products, has no load() option and no vector path yet).
+  (kernel B, W8A8 with integer dot products, has no vector path yet: not measured).
 
 Beside them, as the precondition a llama.cpp peer is held to: how many
 leading greedy tokens ``llama-q8_0`` shares with ``c-int8`` on the decode
@@ -150,7 +150,8 @@ LLAMA_Q8 = "llama-q8_0"
 GOAL18_VS_LLAMA_Q8 = 1.5  # decode: c-int8 this many x faster than llama-q8_0
 GOAL18_ROOFLINE = 0.80  # decode: at >= this fraction of its bandwidth roofline
 GOAL18_KERNEL_B_PREFILL = 2.0  # kernel-B prefill@128: this many x faster than llama-q8_0
-KERNEL_B_NOT_BUILT = "kernel B (W8A8, integer dot products) has no load() option and no vector path yet (scalar C only)"
+KERNEL_B_NOT_BUILT = ("kernel B (W8A8, integer dot products; weights='int8-dot') has no vector "
+                      "path yet (scalar C only): not measured")
 
 
 def prefill_metric(prompt: int) -> str:

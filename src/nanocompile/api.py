@@ -105,7 +105,9 @@ __all__ = [
 
 BACKENDS = ("c", "interpreter")
 INT8 = "int8"
-FORMATS = (*WEIGHT_FORMATS, INT8)  # the weight formats load() takes
+INT8_DOT = "int8-dot"
+INT8_FORMATS = {INT8: "a", INT8_DOT: "b"}  # int8 format -> spec §5 kernel (quantize-int8's)
+FORMATS = (*WEIGHT_FORMATS, INT8, INT8_DOT)  # the weight formats load() takes
 DEFAULT_SEED = 0
 DEFAULT_NAME = f"synthetic-qwen2.5-0.5b-seed{DEFAULT_SEED}"
 MARKER = "nanocompile-default.json"
@@ -214,8 +216,9 @@ def _check_format(weights: object) -> str:
 def _check_int8_embedding(int8_embedding: object, fmt: str | None) -> None:
     if not isinstance(int8_embedding, bool):
         raise ValueError(f"int8_embedding must be True or False, got {int8_embedding!r}")
-    if not int8_embedding and fmt != INT8:
-        raise ValueError(f"int8_embedding=False needs weights='int8', got weights={fmt!r}")
+    if not int8_embedding and fmt not in INT8_FORMATS:
+        raise ValueError(f"int8_embedding=False needs weights='int8' or 'int8-dot', got "
+                         f"weights={fmt!r}")
 
 
 class Int8Weights(Mapping[str, np.ndarray]):
@@ -298,11 +301,11 @@ def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
     with the int8 embedding unless ``int8_embedding`` is false)."""
     fmt = _check_format(weights)
     _check_int8_embedding(int8_embedding, fmt)
-    graph_format = "bf16" if fmt == INT8 else fmt
+    graph_format = "bf16" if fmt in INT8_FORMATS else fmt
     options = Qwen2GraphOptions(n_layers=n_layers, last_only=last_only, weights=graph_format,
                                 wide=wide)
-    return _ir_text(config, stage, options, int8_pass(int8_embedding) if fmt == INT8 else "",
-                    explain)
+    quantize = int8_pass(int8_embedding, INT8_FORMATS[fmt]) if fmt in INT8_FORMATS else ""
+    return _ir_text(config, stage, options, quantize, explain)
 
 
 def _ir_text(config: Qwen2Config, stage: str, options: Qwen2GraphOptions, quantize: str,
@@ -352,11 +355,11 @@ class Model:
         self.weights = _check_format(weights)
         _check_int8_embedding(int8_embedding, self.weights)
         # int8: the embedding (lookup and LM head) is int8 too, unless False
-        self.int8_embedding: bool | None = int8_embedding if self.weights == INT8 else None
+        int8 = self.weights in INT8_FORMATS
+        self.int8_embedding: bool | None = int8_embedding if int8 else None
         # the format the graph declares its weights in: int8's are quantized from it
-        self.graph_weights = check_weights(default_weights(snapshot) if self.weights == INT8
-                                           else self.weights)
-        self._quantize = int8_pass(int8_embedding) if self.weights == INT8 else ""
+        self.graph_weights = check_weights(default_weights(snapshot) if int8 else self.weights)
+        self._quantize = int8_pass(int8_embedding, INT8_FORMATS[self.weights]) if int8 else ""
         self._wide = wide_weights(snapshot) if self.graph_weights == "bf16" else frozenset()
         self._base = SnapshotWeights(snapshot, self.graph_weights)
         self._weights: SnapshotWeights | Int8Weights = self._base
@@ -575,7 +578,7 @@ class Model:
         tensors it widens to f32 (with f32 every tensor read and not stored
         as F32; with bf16 those stored as F16) and ``widened_weight_bytes``
         the memory of those copies. int8 only (else ``None``):
-        ``int8_kernel`` ("a": spec §5's kernel A, W8A32),
+        ``int8_kernel`` ("a": spec §5's kernel A, W8A32; "b": kernel B, W8A8),
         ``int8_embedding`` (the embedding and the LM head int8 too),
         ``int8_matrices`` (how many matrices are int8), ``int8_weight_bytes``
         (their int8 values and f32 scales), ``int8_quantized`` (how many the
@@ -604,7 +607,7 @@ class Model:
             "last_only": self.last_only,
             "weights": self.weights,
             "graph_weights": self.graph_weights,
-            "int8_kernel": "a" if int8 is not None else None,
+            "int8_kernel": INT8_FORMATS[self.weights] if int8 is not None else None,
             "int8_embedding": self.int8_embedding,
             "int8_matrices": len(int8.tensors) if int8 is not None else None,
             "int8_weight_bytes": int8.int8_bytes() if int8 is not None else None,
@@ -685,7 +688,10 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     "quantizing the weights to int8") and mapped from :func:`int8_cache_dir`
     after; the other weights as the snapshot's default format has them. Its
     logits differ from f32's (that is quantization); the interpreter backend
-    then computes exactly the C's bits.
+    then computes exactly the C's bits. ``"int8-dot"`` is kernel B (W8A8:
+    activations quantized per block of 32, exact integer dot products) for
+    the projections, with the same int8 weights; the LM head stays kernel A
+    (or f32 with ``int8_embedding=False``). Its C is scalar for now (slow).
 
     Raises ``SnapshotError``/``ConfigError``/``SafetensorsError`` for a bad
     directory and ``ValueError`` for bad options.

@@ -133,9 +133,9 @@ def _note(message: str) -> None:
 
 
 def _int8_embedding(args: argparse.Namespace) -> bool:
-    """``not --f32-embedding``, which only ``--weights int8`` takes."""
-    if args.f32_embedding and args.weights != "int8":
-        raise UserError(f"--f32-embedding needs --weights int8, got --weights "
+    """``not --f32-embedding``, which only ``--weights int8`` / ``int8-dot`` take."""
+    if args.f32_embedding and args.weights not in ("int8", "int8-dot"):
+        raise UserError(f"--f32-embedding needs --weights int8 or int8-dot, got --weights "
                         f"{args.weights or '(the snapshot default)'}")
     return not args.f32_embedding
 
@@ -609,11 +609,13 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     widened = (f"{r['widened_weights']} widened to f32, "
                f"{r['widened_weight_bytes'] / 2**20:.1f} MiB")
     print(f"weights                 {r['weights']} ({widened})")
-    if r["weights"] == "int8":
+    if r["weights"] in ("int8", "int8-dot"):
         embedding = "int8" if r["int8_embedding"] else f"{r['graph_weights']} (--f32-embedding)"
         cached = (f"quantized at this load in {r['int8_quantize_seconds']:.1f} s"
                   if r["int8_quantized"] else "mapped from the int8 cache")
-        print(f"  int8                  kernel A (W8A32): {r['int8_matrices']} matrices, "
+        kernel = "kernel A (W8A32)" if r["int8_kernel"] == "a" else \
+            "kernel B (W8A8, integer dot products; LM head kernel A)"
+        print(f"  int8                  {kernel}: {r['int8_matrices']} matrices, "
               f"int8 values + f32 row scales, {r['int8_weight_bytes'] / 2**20:.1f} MiB "
               f"({cached}); embedding and LM head {embedding}; the other weights "
               f"{r['graph_weights']}")
@@ -669,12 +671,14 @@ def _add_model_options(p: argparse.ArgumentParser, backend: bool = True) -> None
     if backend:
         p.add_argument("--backend", choices=["c", "interpreter"], default="c",
                        help="c: compiled kernels (default); interpreter: the NumPy reference")
-    p.add_argument("--weights", choices=["bf16", "f32", "int8"], default=None,
+    p.add_argument("--weights", choices=["bf16", "f32", "int8", "int8-dot"], default=None,
                    help="weight format: bf16 (the kernels read the snapshot's bf16 tensors "
                    "in place; the default for a bf16 snapshot) or f32 (every tensor widened "
                    "at load), the same bits either way; int8 (spec 5's kernel A, W8A32: the "
                    "projections and the embedding/LM head as int8 with f32 row scales, "
-                   "quantized at the first load and cached)")
+                   "quantized at the first load and cached); int8-dot (kernel B, W8A8: "
+                   "activations quantized per block of 32, integer dot products; scalar "
+                   "C for now)")
     _add_int8_options(p)
     if backend:
         p.add_argument("--threads", type=_thread_count, metavar="N",
@@ -826,10 +830,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="build only the first N layers (default: all)")
     dump.add_argument("--last-only", action="store_true",
                       help="logits for the last position only")
-    dump.add_argument("--weights", choices=["f32", "bf16", "int8"], default="f32",
+    dump.add_argument("--weights", choices=["f32", "bf16", "int8", "int8-dot"], default="f32",
                       help="weight format of the program (default f32; bf16: every weight "
                       "bf16, widened where the kernels read it; int8: the bf16 program "
-                      "after quantize-int8, seen from --stage fused on)")
+                      "after quantize-int8, seen from --stage fused on; int8-dot: kernel B)")
     _add_int8_options(dump)
     dump.add_argument("--explain", action="store_true",
                       help="with --stage scheduled: first, as // comments, each kernel's "

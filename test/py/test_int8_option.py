@@ -356,13 +356,14 @@ def test_int8_pass_text_and_program_key() -> None:
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"weights": "int4"}, r"weights must be one of f32, bf16, int8 \(or None: the "
+    ({"weights": "int4"}, r"weights must be one of f32, bf16, int8, int8-dot \(or None: the "
                           r"snapshot's\), got 'int4'"),
     ({"weights": "int8", "int8_embedding": "no"},
      r"int8_embedding must be True or False, got 'no'"),
     ({"weights": "bf16", "int8_embedding": False},
-     r"int8_embedding=False needs weights='int8', got weights='bf16'"),
-    ({"int8_embedding": False}, r"int8_embedding=False needs weights='int8', got weights=None"),
+     r"int8_embedding=False needs weights='int8' or 'int8-dot', got weights='bf16'"),
+    ({"int8_embedding": False},
+     r"int8_embedding=False needs weights='int8' or 'int8-dot', got weights=None"),
 ])
 def test_bad_options_are_value_errors(tiny_snapshot: Path, options: dict[str, object],
                                       message: str) -> None:
@@ -387,10 +388,10 @@ def run(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[s
 
 @pytest.mark.parametrize(("args", "code", "message"), [
     (["--weights", "int4"], 2, "argument --weights: invalid choice: 'int4'"),
-    (["--f32-embedding"], 1, "--f32-embedding needs --weights int8, got --weights "
+    (["--f32-embedding"], 1, "--f32-embedding needs --weights int8 or int8-dot, got --weights "
                              "(the snapshot default)"),
     (["--weights", "bf16", "--f32-embedding"], 1,
-     "--f32-embedding needs --weights int8, got --weights bf16"),
+     "--f32-embedding needs --weights int8 or int8-dot, got --weights bf16"),
 ])
 def test_cli_bad_int8_flags_are_one_line(tiny_snapshot: Path, args: list[str], code: int,
                                          message: str, capsys: pytest.CaptureFixture[str],
@@ -437,3 +438,21 @@ def test_cli_compile_and_generate_int8(env: dict[str, str], tiny_snapshot: Path,
     assert gen.returncode == 0, gen.stderr
     want = int8_models["c"].generate("Hello", max_tokens=5, stop_at_eos=False).text
     assert gen.stdout == want + "\n"
+
+
+@pytest.mark.slow  # two loads and a scalar kernel-B compile (~6 s): the 3-minute budget
+def test_int8_dot_is_kernel_b_on_both_backends(tiny_snapshot: Path, home: Path) -> None:
+    """``weights="int8-dot"``: the projections in kernel B (graph.matmul_i8), the LM head
+    kernel A; the C program generates the exact interpreter's tokens and logits, and
+    the report says kernel B."""
+    c = load(tiny_snapshot, weights="int8-dot")
+    interp = load(tiny_snapshot, weights="int8-dot", backend="interpreter")
+    assert c.compile_report()["int8_kernel"] == "b"
+    assert "weights='int8-dot'" in repr(c)
+    ids = c.tokenizer.encode("The capital of France is")
+    np.testing.assert_array_equal(c.logits(ids).view(np.uint32),
+                                  interp.logits(ids).view(np.uint32))
+    a = load(tiny_snapshot, weights="int8")
+    assert not np.array_equal(a.logits(ids), c.logits(ids))  # kernel B is not kernel A
+    assert c.generate("Hello", max_tokens=4, stop_at_eos=False).token_ids == \
+        interp.generate("Hello", max_tokens=4, stop_at_eos=False).token_ids

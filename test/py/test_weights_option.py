@@ -103,8 +103,8 @@ def test_f32_snapshot_defaults_to_f32_and_refuses_bf16(f32_snapshot: Path) -> No
 
 @pytest.mark.parametrize("bad", ["f16", "BF16", "", 16])
 def test_bad_weights_value_is_a_value_error(tiny_snapshot: Path, bad: object) -> None:
-    with pytest.raises(ValueError, match=r"weights must be one of f32, bf16, int8 \(or None: "
-                                         r"the snapshot's\), got "):
+    with pytest.raises(ValueError, match=r"weights must be one of f32, bf16, int8, int8-dot "
+                                         r"\(or None: the snapshot's\), got "):
         load(tiny_snapshot, weights=bad)  # type: ignore[arg-type]
 
 

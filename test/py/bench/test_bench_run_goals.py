@@ -367,7 +367,7 @@ def test_kernel_b_prefill_is_reported_as_not_built() -> None:
         assert g == {"met": None, "reason": KERNEL_B_NOT_BUILT}
     text = format_goals_issue18(goals)
     assert "kernel-B prefill @128 >= 2x faster than llama-q8_0, 2 thr: not judged: kernel B " \
-        "(W8A8, integer dot products) has no load() option and no vector path yet" in text
+        "(W8A8, integer dot products; weights='int8-dot') has no vector path yet" in text
 
 
 def test_int8_goals_without_their_engines_are_not_judged() -> None:
