@@ -65,6 +65,10 @@ class Pty:
 
         def controlling_terminal() -> None:  # in the child, after setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            # a test run started in the background of a non-interactive shell inherits
+            # SIGINT ignored, and Python then installs no KeyboardInterrupt for it:
+            # the terminal's Ctrl-C must reach the child as it would a user's shell's
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
 
         self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
                                      start_new_session=True,
