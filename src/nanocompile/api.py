@@ -114,6 +114,8 @@ MARKER = "nanocompile-default.json"
 # the longest step a prompt runs in: longer prompts prefill in consecutive cached steps, so
 # the attention temporaries stay ~chunk x context, not context^2 (Engine.chunk)
 PREFILL_CHUNK = 512
+# the KV cache is the compiled program's state (issue 19): updated in place, one C call a step
+KV = "state"
 # a staging directory of the default snapshot older than this has no live writer (generating
 # it takes seconds to minutes); one whose writer's pid is gone is removed at once
 STAGING_MAX_AGE = 6 * 3600.0
@@ -383,7 +385,7 @@ class Model:
 
     def _options(self, last_only: bool, n_layers: int | None = None) -> Qwen2GraphOptions:
         return Qwen2GraphOptions(n_layers=n_layers, last_only=last_only,
-                                 weights=self.graph_weights, wide=self._wide)
+                                 weights=self.graph_weights, wide=self._wide, kv=KV)
 
     def widen_weights(self) -> None:
         """Prepare now what the format prepares at load (otherwise that happens on
@@ -439,7 +441,7 @@ class Model:
                                              exact=True)
             else:
                 backend = InterpreterBackend(graph, weights)
-            return _Compiled(graph, Engine(self.config, backend, chunk=PREFILL_CHUNK),
+            return _Compiled(graph, Engine(self.config, backend, chunk=PREFILL_CHUNK, kv=KV),
                              self._quantize)
         if self._quantize:  # the pipeline quantizes the graph (or the program cache has it)
             weights = self._int8_weights(None)
@@ -449,7 +451,8 @@ class Model:
             self._progress, f"compiling the model ({kind} logits)",
             lambda: compile_program(graph, weights, schedule=True, times=times,
                                     quantize=self._quantize))
-        return _Compiled(graph, Engine(self.config, CompiledBackend(program), chunk=PREFILL_CHUNK),
+        return _Compiled(graph, Engine(self.config, CompiledBackend(program), chunk=PREFILL_CHUNK,
+                                       kv=KV),
                          self._quantize, program, times)
 
     @property

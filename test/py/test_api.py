@@ -361,7 +361,8 @@ def test_ir_stages(c_model: Model) -> None:
 def test_compile_report(c_model: Model, tiny_snapshot: Path) -> None:
     report = c_model.compile_report()
     cfg = Snapshot.open(tiny_snapshot).config
-    graph = build_qwen2(cfg, Qwen2GraphOptions(last_only=True, weights="bf16"))  # the default
+    graph = build_qwen2(cfg, Qwen2GraphOptions(last_only=True, weights="bf16",
+                                               kv="state"))  # the default
     work = count_work(lower_to_loop(optimize_graph(graph)))
     assert report["launches_per_step"] == work.launches
     assert work.launches < count_work(lower_to_loop(graph)).launches  # fused: fewer kernels

@@ -153,6 +153,7 @@ def _payload(spec: ProgramSpec, source: str) -> dict[str, Any]:
         "inputs": specs(sig.inputs),
         "weights": specs(sig.weights),
         "outputs": specs(sig.outputs),
+        "scalars": list(sig.scalars),
         "symbols": list(spec.symbols),
         "temps": [[str(t.size), t.first, t.last] for t in spec.temps],
         "io": [list(slot) for slot in spec.io],
@@ -169,7 +170,7 @@ def _spec(p: dict[str, Any]) -> ProgramSpec:
                      for n, dt, dims in _list(items))
 
     signature = Signature(_str(p["name"]), specs(p["inputs"]), specs(p["weights"]),
-                          specs(p["outputs"]))
+                          specs(p["outputs"]), tuple(_str(s) for s in _list(p["scalars"])))
     return ProgramSpec(
         signature=signature,
         symbols=tuple(_str(s) for s in _list(p["symbols"])),

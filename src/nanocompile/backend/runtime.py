@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -71,13 +72,16 @@ def program_signature(program: loop.ProgramOp) -> Signature:
     def spec(buf: loop.BufferOp) -> TensorSpec:
         return TensorSpec(buf.result.type.dtype.data, buf.result.type.dims)
 
-    named = {k: [(b.buffer_name.data, spec(b)) for b in program.buffers()
-                 if b.kind.data == k and b.buffer_name is not None]
-             for k in ("input", "weight", "output")}
-    out_order = program.output_op().names
-    outputs = dict(named["output"])
-    return Signature(program.sym_name.data, tuple(named["input"]), tuple(named["weight"]),
-                     tuple((n, outputs[n]) for n in out_order))
+    def named(*kinds: str) -> list[tuple[str, TensorSpec]]:
+        return [(b.buffer_name.data, spec(b)) for b in program.buffers()
+                if b.kind.data in kinds and b.buffer_name is not None]
+
+    inputs = named("input", "state")  # a state is an input and an output
+    outputs = dict(named("output", "state"))
+    by_shape = {s for _, sp in inputs for d in sp.shape if (s := d.single_symbol) is not None}
+    return Signature(program.sym_name.data, tuple(inputs), tuple(named("weight")),
+                     tuple((n, outputs[n]) for n in program.output_op().names),
+                     tuple(s for s in program.symbols if s not in by_shape))
 
 
 def temp_buffers(program: loop.ProgramOp) -> list[TempBuffer]:
@@ -232,6 +236,7 @@ class CompiledProgram:
         self._lock = threading.Lock()  # one arena: calls from several threads take turns
         self._checks = {(kernel, code): message for kernel, code, message in spec.checks}
         self._requirements = spec.requirements
+        self._states = frozenset(n for kind, n, _ in spec.io if kind == "state")
         weights_start = time.perf_counter()
         self._weights = self._bind_weights(weights)
         self._packed = self._pack_weights()
@@ -332,25 +337,33 @@ class CompiledProgram:
         """The array output ``name`` is written into (a test may guard it)."""
         return allocate(f"output '{name}' {shape}", shape, dtype)
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Outputs by name for ``inputs`` (and the scalars' values). A state
+        (``Signature.states``: the KV cache) is updated in place: its output
+        is the input array itself."""
         return self._call(inputs, None)
 
-    def profile(self, inputs: Mapping[str, np.ndarray]
+    def profile(self, inputs: Mapping[str, Any]
                 ) -> tuple[dict[str, np.ndarray], list[tuple[str, int]]]:
         """Run once through the profiling entry: outputs, and (kernel, ns) per launch."""
         ns = np.zeros(max(1, self.launches), np.int64)
         outputs = self._call(inputs, ns)
         return outputs, list(zip(self.spec.launches, (int(v) for v in ns), strict=False))
 
-    def _call(self, inputs: Mapping[str, np.ndarray],
+    def _call(self, inputs: Mapping[str, Any],
               ns: np.ndarray | None) -> dict[str, np.ndarray]:
         bindings = self.signature.bind(inputs)
         self._check_requirements(bindings)
         for iname, _ in self.signature.inputs:
             if not inputs[iname].flags.c_contiguous:
                 raise ArgumentError(f"input '{iname}' must be C-contiguous")
-        outputs = {oname: self.new_output(oname, [d.evaluate(bindings) for d in spec.shape],
-                                          _np(spec.dtype))
+        states = self._states
+        for sname in states:
+            if not inputs[sname].flags.writeable:
+                raise ArgumentError(f"state '{sname}' must be writeable (it is updated in place)")
+        outputs = {oname: inputs[oname] if oname in states else
+                   self.new_output(oname, [d.evaluate(bindings) for d in spec.shape],
+                                   _np(spec.dtype))
                    for oname, spec in self.signature.outputs}
         with self._lock:
             return self._run_locked(inputs, outputs, bindings, ns)
@@ -367,7 +380,7 @@ class CompiledProgram:
         arena_ptr = base + (-base % 64)
         io_array = type(self._io_array).from_buffer_copy(self._io_array)  # weights: set once
         for slot, kind, bname in self._per_call:
-            source = inputs if kind == "input" else outputs
+            source = inputs if kind in ("input", "state") else outputs
             io_array[slot] = source[bname].ctypes.data
         syms = (ctypes.c_int64 * max(1, len(self._symbols)))(
             *[bindings[s] for s in self._symbols])
@@ -417,10 +430,150 @@ def _check_messages(module: ModuleOp) -> dict[tuple[str, int], str]:
 
 
 class CompiledBackend:
-    """A compiled program as an engine backend."""
+    """A compiled program as an engine backend: ``run`` checks every call;
+    ``runner`` makes the ``StepRunner`` of a program with states (the engine
+    keeps one per KV cache)."""
 
     def __init__(self, program: CompiledProgram) -> None:
         self.program = program
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return self.program.run(inputs)
+
+    def runner(self, states: Mapping[str, np.ndarray], max_seq: int) -> StepRunner:
+        return StepRunner(self.program, states, max_seq)
+
+
+class StepRunner:
+    """Consecutive calls of a program with states (``Signature.states``: the KV
+    cache), checked once and run with one C call each (issue 19's static plan).
+
+    The program's inputs besides its states must be one vector of ``seq``
+    elements (the token ids), its scalars ``past`` and nothing else; its other
+    outputs have ``seq`` or constant dims. At construction, for at most
+    ``max_seq`` elements per step and the states' shapes (which bind
+    ``capacity``): the states are checked (dtype, shape, C-contiguous,
+    writeable), every temporary is placed once in an arena of its own (planned
+    at the largest symbols: the temporaries' sizes only grow with them), the
+    input and output buffers are allocated at their largest and the io
+    pointer array is filled. ``step`` then copies the ids in, sets ``seq`` and
+    ``past`` and calls the C entry, which checks the program's requirements
+    (``past + seq <= capacity``) itself: nothing else runs in Python. It
+    returns views of the outputs (valid until the next step)."""
+
+    def __init__(self, program: CompiledProgram, states: Mapping[str, np.ndarray],
+                 max_seq: int) -> None:
+        sig = program.signature
+        self.program = program
+        in_spec = self._check_signature(sig, states)
+        if isinstance(max_seq, bool) or not isinstance(max_seq, int) or max_seq < 1:
+            raise ArgumentError(f"max_seq must be a positive integer, got {max_seq!r}")
+        bindings = self._largest_bindings(sig, states, max_seq)
+        self.max_seq = max_seq
+        self.capacity = bindings.get("capacity")
+        self.states = dict(states)
+        plan = program.plan(bindings)
+        self.arena_bytes = plan.size
+        self._arena = allocate(f"the arena of @{sig.name}'s temporaries", plan.size + 64,
+                               np.uint8, zero=True)
+        base = self._arena.ctypes.data
+        self._offsets = (ctypes.c_int64 * max(1, len(plan.offsets)))(*plan.offsets)
+        self._ids = allocate(f"input '{self.input_name}'", max_seq, _np(in_spec.dtype))
+        self._allocate_outputs(sig, bindings)
+        io = type(program._io_array).from_buffer_copy(program._io_array)
+        for slot, kind, bname in program._per_call:
+            source = self.states if kind == "state" else self.outputs
+            io[slot] = (self._ids if kind == "input" else source[bname]).ctypes.data
+        self._io = io
+        symbols = program.spec.symbols
+        self._syms = (ctypes.c_int64 * max(1, len(symbols)))(
+            *[bindings[s] for s in symbols])
+        self._seq_slot = symbols.index(self.seq_symbol)
+        self._past_slot = symbols.index("past")
+        self._args = (ctypes.addressof(self._syms), ctypes.addressof(self._io),
+                      base + (-base % 64), ctypes.addressof(self._offsets))
+
+    def _check_signature(self, sig: Signature, states: Mapping[str, np.ndarray]) -> TensorSpec:
+        """The token vector's spec, after checking the program has the runner's form."""
+        names = set(sig.states)
+        if set(states) != names:
+            raise ArgumentError(f"@{sig.name}: the states are {sorted(names)}, "
+                                f"got {sorted(states)}")
+        others = [(n, s) for n, s in sig.inputs if n not in names]
+        if len(others) != 1 or others[0][1].rank != 1 or \
+                others[0][1].shape[0].single_symbol is None:
+            raise ArgumentError(f"@{sig.name}: a step runner needs one vector input besides "
+                                f"the states, got {[n for n, _ in others]}")
+        if set(sig.scalars) != {"past"}:
+            raise ArgumentError(f"@{sig.name}: a step runner needs the one scalar 'past', "
+                                f"got {list(sig.scalars)}")
+        (self.input_name, in_spec), = others
+        seq = in_spec.shape[0].single_symbol
+        assert seq is not None
+        self.seq_symbol = seq
+        return in_spec
+
+    def _largest_bindings(self, sig: Signature, states: Mapping[str, np.ndarray],
+                          max_seq: int) -> dict[str, int]:
+        """The symbols the static plan is made at: the states' shapes, ``seq =
+        max_seq`` and ``past = capacity - 1`` (every temporary's size only grows
+        with the symbols, so the plan serves every step)."""
+        bindings: dict[str, int] = {}
+        for sname, spec in sig.inputs:
+            if sname in states:
+                _bind_state(sname, spec, states[sname], bindings)
+        bindings[self.seq_symbol] = max_seq
+        bindings["past"] = max(0, max(bindings.get("capacity", 0), max_seq) - 1)
+        unbound = set(self.program.spec.symbols) - set(bindings)
+        if unbound:
+            raise ArgumentError(f"@{sig.name}: symbols {sorted(unbound)} are bound by no state")
+        if not self.program._monotone:
+            raise ArgumentError(f"@{sig.name}: a temporary's size is not monotone in the "
+                                "symbols: no static plan")
+        return bindings
+
+    def _allocate_outputs(self, sig: Signature, bindings: Mapping[str, int]) -> None:
+        seq = Expr.sym(self.seq_symbol)
+        self.outputs: dict[str, np.ndarray] = {}
+        self._seq_major: dict[str, bool] = {}
+        for oname, spec in sig.outputs:
+            if oname in self.states:
+                continue
+            if any(d.symbols and d != seq for d in spec.shape) or seq in spec.shape[1:]:
+                raise ArgumentError(f"@{sig.name}: output '{oname}' {list(spec.shape)} is "
+                                    "not [seq or a constant, constants...]")
+            self._seq_major[oname] = bool(spec.shape) and spec.shape[0] == seq
+            shape = [d.evaluate(bindings) for d in spec.shape]
+            self.outputs[oname] = self.program.new_output(oname, shape, _np(spec.dtype))
+
+    def step(self, ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
+        """Run ``ids`` (at most ``max_seq`` of them) after ``past`` cached
+        positions; the states are updated in place."""
+        n = len(ids)
+        if not 0 < n <= self.max_seq:
+            raise ArgumentError(f"a step takes 1 to {self.max_seq} tokens, got {n}")
+        self._ids[:n] = ids
+        self._syms[self._seq_slot] = n
+        self._syms[self._past_slot] = past
+        program = self.program
+        with program._lock:
+            rc = program._entry(*self._args)
+        program.calls += 1
+        if rc != 0:
+            raise program._error(rc)
+        return {name: out[:n] if self._seq_major[name] else out
+                for name, out in self.outputs.items()}
+
+
+def _bind_state(name: str, spec: TensorSpec, value: np.ndarray,
+                bindings: dict[str, int]) -> None:
+    if not isinstance(value, np.ndarray):
+        raise ArgumentError(f"state '{name}': expected a numpy array, got {type(value).__name__}")
+    if value.ndim != spec.rank:
+        raise ArgumentError(f"state '{name}': expected rank {spec.rank}, got {value.shape}")
+    for dim, size in zip(spec.shape, value.shape, strict=True):
+        if (sym := dim.single_symbol) is not None and sym not in bindings:
+            bindings[sym] = int(size)
+    check_value(f"state '{name}'", spec, value, bindings)
+    if not value.flags.c_contiguous or not value.flags.writeable:
+        raise ArgumentError(f"state '{name}' must be C-contiguous and writeable")

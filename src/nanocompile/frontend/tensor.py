@@ -36,6 +36,7 @@ class GraphBuilder:
         self.name = name
         self.block = Block()
         self.outputs: list[tuple[str, SSAValue]] = []
+        self.scalars: list[str] = []
         self._weights: dict[str, Tensor] = {}
 
     def add(self, op: Operation) -> Tensor:
@@ -45,6 +46,13 @@ class GraphBuilder:
     # -- sources ------------------------------------------------------------
     def input(self, name: str, dtype: str, shape: Sequence[ExprLike]) -> Tensor:
         return self.add(g.InputOp(name, dtype, shape)).named(name)
+
+    def scalar(self, name: str) -> Expr:
+        """Declare symbol ``name`` a scalar of the graph (its value is given by the
+        caller, not bound by a shape); returns it as a shape expression."""
+        if name not in self.scalars:
+            self.scalars.append(name)
+        return Expr.sym(name)
 
     def weight(self, name: str, shape: Sequence[int], dtype: str = "f32") -> Tensor:
         """One node per weight name: asking again returns the same value."""
@@ -73,7 +81,7 @@ class GraphBuilder:
 
     def finish(self) -> g.GraphFuncOp:
         self.block.add_op(g.ReturnOp(self.outputs))
-        return g.GraphFuncOp(self.name, self.block)
+        return g.GraphFuncOp(self.name, self.block, self.scalars)
 
     def finish_module(self) -> ModuleOp:
         return ModuleOp([self.finish()])
@@ -266,6 +274,11 @@ def concat(xs: Sequence[Tensor], axis: int) -> Tensor:
     if not xs:
         raise ShapeError("concat needs at least one tensor")
     return xs[0].builder.add(g.ConcatOp([x.value for x in xs], axis))
+
+
+def update_slice(dest: Tensor, update: Tensor, offsets: Sequence[ExprLike]) -> Tensor:
+    """``dest`` with the block at ``offsets`` replaced by ``update``."""
+    return dest.builder.add(g.UpdateSliceOp(dest.value, update.value, offsets))
 
 
 def gather(table: Tensor, ids: Tensor) -> Tensor:

@@ -1,30 +1,38 @@
 """Running a Qwen2 graph with a KV cache, on any backend.
 
 A backend is anything with ``run(inputs) -> outputs`` over the graph
-signature of ``nanocompile.models.qwen2``. The engine owns the cache: a
-preallocated ``[layers, kv_heads, capacity, head_dim]`` pair of arrays whose
-first ``length`` positions are passed as ``past_keys``/``past_values``; the
-graph's new ``keys``/``values`` are appended after each call.
+signature of ``nanocompile.models.qwen2``. The cache is a preallocated
+``[layers, kv_heads, capacity, head_dim]`` pair of arrays and its length.
+
+With the graph's ``kv = "state"`` form (``Engine.kv``), the arrays are the
+program's state: passed whole as ``key_cache``/``value_cache`` with the
+scalar ``past = length``, and written by the program at positions ``past ..
+past + seq`` (a compiled program in place; the interpreter returns new
+arrays, which replace them). A backend with ``runner`` (the compiled one)
+makes one ``StepRunner`` per cache: every check and allocation once, then
+one C call per step and nothing else in Python. With ``kv = "inputs"`` the
+first ``length`` positions are copied out as ``past_keys``/``past_values``
+and the graph's new ``keys``/``values`` appended after each call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
 from nanocompile.backend.runtime import allocate
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
-from nanocompile.models.qwen2 import WEIGHT_FORMATS
+from nanocompile.models.qwen2 import KV_FORMS, WEIGHT_FORMATS
 
 
 class Backend(Protocol):
     """Runs one compiled (or interpreted) graph."""
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]: ...
 
 
 class CacheFullError(ValueError):
@@ -118,6 +126,8 @@ class KVCache:
     keys: np.ndarray
     values: np.ndarray
     length: int = 0
+    # the step runners bound to these arrays, by backend (kv = "state")
+    runners: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @staticmethod
     def empty(cfg: Qwen2Config, capacity: int) -> KVCache:
@@ -160,18 +170,25 @@ class Engine:
     # order; the masked keys a one-step prefill adds contribute exact zeros);
     # None: one step, however long.
     chunk: int | None = None
+    # the graph's KV form (models.qwen2.KV_FORMS): "state", the cache is the program's
+    kv: str = "inputs"
 
     def __post_init__(self) -> None:
         if self.chunk is not None and self.chunk < 2:
             raise ValueError(f"chunk must be at least 2 tokens, got {self.chunk}")
+        if self.kv not in KV_FORMS:
+            raise ValueError(f"kv must be one of {', '.join(KV_FORMS)}, got {self.kv!r}")
 
     def new_cache(self, capacity: int) -> KVCache:
         return KVCache.empty(self.config, capacity)
 
     def forward(self, token_ids: Sequence[int] | np.ndarray,
-                cache: KVCache | None = None) -> np.ndarray:
+                cache: KVCache | None = None, *, fresh: bool = True) -> np.ndarray:
         """Logits ``[seq, vocab]`` (or ``[1, vocab]`` for a last-only graph) for
-        ``token_ids`` following the cache's tokens; the cache is extended."""
+        ``token_ids`` following the cache's tokens; the cache is extended.
+        ``fresh=False`` may return the step runner's output buffer itself
+        (valid until the cache's next step: a sampler that reads it at once
+        saves the copy)."""
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
         if cache is None:
             cache = self.new_cache(len(ids))
@@ -181,12 +198,13 @@ class Engine:
                 f"{cache.capacity}"
             )
         if self.chunk is None or len(ids) <= self.chunk:
-            return self._step(ids, cache)
+            logits = self._step(ids, cache)
+            return logits.copy() if fresh and cache.runners else logits
         first = self._step(ids[:self.chunk], cache)
         if first.shape[0] == 1:  # a last-only graph: only the final step's row counts
             for start in range(self.chunk, len(ids), self.chunk):
                 first = self._step(ids[start:start + self.chunk], cache)
-            return first
+            return first.copy() if fresh and cache.runners else first
         logits = allocate(f"the logits of {len(ids)} tokens", [len(ids), first.shape[1]],
                           first.dtype)
         logits[:self.chunk] = first
@@ -195,11 +213,30 @@ class Engine:
         return logits
 
     def _step(self, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+        if self.kv == "state":
+            return self._state_step(ids, cache)
         past_keys, past_values = cache.past()
         out = self.backend.run({"token_ids": ids, "past_keys": past_keys,
                                 "past_values": past_values})
         cache.append(out["keys"], out["values"])
         return out["logits"]
+
+    def _state_step(self, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+        runner = cache.runners.get(id(self.backend))
+        make = getattr(self.backend, "runner", None)
+        if runner is None and make is not None:
+            max_seq = min(self.chunk or cache.capacity, cache.capacity)
+            runner = make({"key_cache": cache.keys, "value_cache": cache.values}, max_seq)
+            cache.runners[id(self.backend)] = runner
+        if runner is not None:
+            logits = runner.step(ids, cache.length)["logits"]
+        else:
+            out = self.backend.run({"token_ids": ids, "past": cache.length,
+                                    "key_cache": cache.keys, "value_cache": cache.values})
+            cache.keys, cache.values = out["key_cache"], out["value_cache"]
+            logits = out["logits"]
+        cache.length += len(ids)
+        return logits
 
     def greedy(self, prompt_ids: Sequence[int], n_tokens: int,
                cached: bool = True) -> list[int]:

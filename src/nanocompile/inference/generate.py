@@ -225,7 +225,7 @@ def generate_tokens(
         if cancelled():
             reason = "cancelled"
             break
-        token = choose(engine.forward([token], cache))
+        token = choose(engine.forward([token], cache, fresh=False))  # sampled at once
         steps += 1
     return result(reason, prefill_seconds, time.perf_counter() - start, steps)
 

@@ -77,6 +77,19 @@ def _slice(op: g.SliceOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
     return x[tuple(index)]
 
 
+def _update_slice(op: g.UpdateSliceOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
+    dest, update = args
+    offsets = [o.evaluate(b) for o in op.offset_exprs]
+    for axis, (off, n, size) in enumerate(zip(offsets, update.shape, dest.shape, strict=True)):
+        if not 0 <= off <= size - n:
+            raise InterpreterError(
+                f"graph.update_slice: {n} elements at offset {off} do not fit axis {axis} of "
+                f"size {size} ({op.offset_exprs[axis]})")
+    out = dest.copy()  # functional: the operand is never written
+    out[tuple(slice(off, off + n) for off, n in zip(offsets, update.shape, strict=True))] = update
+    return out
+
+
 def _iota(op: g.IotaOp, args: list[np.ndarray], b: Bindings) -> np.ndarray:
     spec = op.result.type.spec
     shape = [d.evaluate(b) for d in spec.shape]
@@ -184,6 +197,7 @@ KERNELS: dict[type[Operation], Kernel] = {
     g.BroadcastOp: lambda op, a, b: np.broadcast_to(a[0], _shape_of(op, b)),
     g.SliceOp: _slice,
     g.ConcatOp: lambda op, a, b: np.concatenate(a, axis=op.axis.data),
+    g.UpdateSliceOp: _update_slice,
     g.MatmulOp: _matmul,
     g.MatmulI8Op: lambda op, a, b: blocks_i8_matmul(a[0], a[1], a[2]),
     g.GatherOp: _gather,
@@ -215,11 +229,14 @@ def find_graph(module: ModuleOp | g.GraphFuncOp, name: str | None = None) -> g.G
     return funcs[0]
 
 
-def run_graph(module: ModuleOp | g.GraphFuncOp, inputs: Mapping[str, np.ndarray],
+def run_graph(module: ModuleOp | g.GraphFuncOp, inputs: Mapping[str, Any],
               weights: Mapping[str, np.ndarray], *, name: str | None = None,
               exact: bool = False) -> dict[str, np.ndarray]:
-    """Evaluate a graph with NumPy; returns its outputs by name. ``exact``: the
-    compiled C's bits (``EXACT_KERNELS``, see the module docstring)."""
+    """Evaluate a graph with NumPy; returns its outputs by name (``inputs`` also
+    holds the graph's scalars, as integers). ``exact``: the compiled C's bits
+    (``EXACT_KERNELS``, see the module docstring). A state (an input returned
+    under its own name, updated) is returned as a new array: the input is
+    never written."""
     func = find_graph(module, name)
     bindings = Signature.of(func).bind(inputs)
     kernels = EXACT_KERNELS if exact else KERNELS
@@ -237,7 +254,7 @@ def run_graph(module: ModuleOp | g.GraphFuncOp, inputs: Mapping[str, np.ndarray]
 
 
 def _evaluate(op: Operation, values: dict[SSAValue, np.ndarray],
-              inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
+              inputs: Mapping[str, Any], weights: Mapping[str, np.ndarray],
               bindings: Bindings, kernels: Mapping[type[Operation], Kernel]) -> np.ndarray:
     spec = g.tensor_spec(op.results[0])
     if isinstance(op, g.InputOp):
@@ -284,5 +301,5 @@ class InterpreterBackend:
         self.weights = weights
         self.exact = exact
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return run_graph(self.func, inputs, self.weights, exact=self.exact)

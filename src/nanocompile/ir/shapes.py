@@ -173,6 +173,23 @@ def slice_(x: Labeled, axis: int, start: ExprLike, stop: ExprLike) -> TensorSpec
     return TensorSpec(x[1].dtype, tuple(shape))
 
 
+def update_slice(dest: Labeled, update: Labeled, offsets: Sequence[Expr]) -> TensorSpec:
+    """``dest``'s type, after checking that ``update`` fits at ``offsets`` where
+    it can be decided (the rest is a run-time requirement)."""
+    (ld, d), (lu, u) = dest, update
+    if d.dtype != u.dtype:
+        raise ShapeError(f"update_slice: dtypes of {ld} ({d.dtype}) and {lu} ({u.dtype}) differ")
+    if d.rank != u.rank or len(offsets) != d.rank:
+        raise ShapeError(f"update_slice: {ld} has rank {d.rank}, {lu} rank {u.rank} and "
+                         f"{len(offsets)} offsets given")
+    for ax, (size, n, off) in enumerate(zip(d.shape, u.shape, offsets, strict=True)):
+        for what, diff in (("offset", off), ("dest dim - offset - update dim", size - off - n)):
+            if diff.provably_negative():
+                raise ShapeError(f"update_slice: {lu} at offset {off} does not fit axis {ax} "
+                                 f"of {ld} (size {size}; {what} = {diff} < 0)")
+    return d
+
+
 def concat(xs: Sequence[Labeled], axis: int) -> TensorSpec:
     if not xs:
         raise ShapeError("concat needs at least one operand")

@@ -120,6 +120,20 @@ def build_copy(symbols: Sequence[str], spec: TensorSpec,
     return kb.finish("copy")
 
 
+def build_copy_into(symbols: Sequence[str], dst: Layout, src: Layout,
+                    dtype: str) -> loop.KernelOp:
+    """Copy a strided view into a strided destination of the same shape (an
+    ``update_slice``'s block written in place: argument 0 is the destination
+    view, its offset applied at launch)."""
+    kb = _new(symbols, TensorSpec(dtype, src.shape), [(dtype, src)], out_footprint=dst)
+
+    def body(ivs: list[SSAValue]) -> None:
+        kb.store(kb.load(1, ivs), 0, ivs)
+
+    kb.loop_nest(src.shape, body)
+    return kb.finish("update_slice")
+
+
 def build_reduce(kind: str, axis: int, order: str | None = None) -> Builder:
     """A reduction over ``axis``; a sum ``order = "sequential"`` is one
     accumulator in index order (``reduce_lanes``)."""

@@ -9,6 +9,22 @@ One graph serves prefill (``past = 0``) and every decode step (``seq = 1``):
              keys        f32[layers, kv_heads, seq, head_dim]    (new tokens only)
              values      f32[layers, kv_heads, seq, head_dim]
 
+With ``kv = "state"`` (``Qwen2GraphOptions``) the KV cache is the program's
+own state of ``capacity`` positions, and ``past`` is a scalar (the caller's
+count of cached positions, not a shape):
+
+    inputs   token_ids   i64[seq];  scalar past
+             key_cache   f32[layers, kv_heads, capacity, head_dim]   (post-RoPE)
+             value_cache f32[layers, kv_heads, capacity, head_dim]
+    outputs  logits      f32[seq, vocab]   ([1, vocab] with last_only)
+             key_cache, value_cache   (positions past .. past + seq written)
+
+Each layer writes its new keys and values into the cache first
+(``graph.update_slice`` at ``[layer, 0, past, 0]``: the compiled program does
+it in place) and then attends over positions ``0 .. past + seq`` of the
+cache: the same values in the same order as the concatenation of the inputs
+form, so the same bits.
+
 Weights are ``graph.weight`` nodes named as in the HF checkpoint. With tied
 embeddings the LM head reads the embedding (one weight node, read twice);
 untied configs get ``lm_head.weight``.
@@ -34,29 +50,35 @@ from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.frontend import composites as C
-from nanocompile.frontend.tensor import GraphBuilder, Tensor, concat, gather
+from nanocompile.frontend.tensor import GraphBuilder, Tensor, concat, gather, update_slice
 from nanocompile.ir.symbolic import Expr
 
-SEQ, PAST = Expr.sym("seq"), Expr.sym("past")
+SEQ, PAST, CAPACITY = Expr.sym("seq"), Expr.sym("past"), Expr.sym("capacity")
 
 
 WEIGHT_FORMATS = ("f32", "bf16")
+KV_FORMS = ("inputs", "state")  # the KV cache as past/new tensors, or as the program's state
 
 
 @dataclass(frozen=True)
 class Qwen2GraphOptions:
     """What to build: how many layers (default: all), whether only the last
-    position's logits are computed, and the weights' format (``weights``:
+    position's logits are computed, the weights' format (``weights``:
     ``"f32"`` or ``"bf16"``; with bf16, the names in ``wide`` are f32
-    weights: stored otherwise than bf16)."""
+    weights: stored otherwise than bf16) and the KV cache's form (``kv``:
+    ``"inputs"``, past keys in and new keys out, or ``"state"``, a cache of
+    ``capacity`` positions updated in place)."""
 
     n_layers: int | None = None
     last_only: bool = False
     name: str = "qwen2"
     weights: str = "f32"
     wide: frozenset[str] = frozenset()
+    kv: str = "inputs"
 
     def __post_init__(self) -> None:
+        if self.kv not in KV_FORMS:
+            raise ValueError(f"kv must be one of {', '.join(KV_FORMS)}, got {self.kv!r}")
         if self.weights not in WEIGHT_FORMATS:
             raise ValueError(f"weights must be one of {', '.join(WEIGHT_FORMATS)}, "
                              f"got {self.weights!r}")
@@ -74,7 +96,7 @@ class _Context:
     cos: Tensor
     sin: Tensor
     mask: Tensor
-    past_keys: Tensor
+    past_keys: Tensor  # kv="state": the caches, updated layer by layer
     past_values: Tensor
 
 
@@ -102,10 +124,19 @@ def _attention(ctx: _Context, i: int, h: Tensor) -> tuple[Tensor, Tensor, Tensor
     q = C.apply_rope(C.split_heads(q, nh, d), ctx.cos, ctx.sin)
     k = C.apply_rope(C.split_heads(k, nkv, d), ctx.cos, ctx.sin).named(f"k{i}")
     v = C.split_heads(v, nkv, d).named(f"v{i}")
-    old_k = ctx.past_keys.slice(0, i, i + 1).reshape(nkv, PAST, d)
-    old_v = ctx.past_values.slice(0, i, i + 1).reshape(nkv, PAST, d)
-    k_all = C.repeat_kv(concat([old_k, k], 1), cfg.kv_group)
-    v_all = C.repeat_kv(concat([old_v, v], 1), cfg.kv_group)
+    if ctx.opts.kv == "state":
+        at = [i, 0, PAST, 0]
+        ctx.past_keys = update_slice(ctx.past_keys, k.reshape(1, nkv, SEQ, d), at)
+        ctx.past_values = update_slice(ctx.past_values, v.reshape(1, nkv, SEQ, d), at)
+        keys = ctx.past_keys.slice(0, i, i + 1).slice(2, 0, PAST + SEQ)
+        values = ctx.past_values.slice(0, i, i + 1).slice(2, 0, PAST + SEQ)
+        k_all = C.repeat_kv(keys.reshape(nkv, PAST + SEQ, d), cfg.kv_group)
+        v_all = C.repeat_kv(values.reshape(nkv, PAST + SEQ, d), cfg.kv_group)
+    else:
+        old_k = ctx.past_keys.slice(0, i, i + 1).reshape(nkv, PAST, d)
+        old_v = ctx.past_values.slice(0, i, i + 1).reshape(nkv, PAST, d)
+        k_all = C.repeat_kv(concat([old_k, k], 1), cfg.kv_group)
+        v_all = C.repeat_kv(concat([old_v, v], 1), cfg.kv_group)
     ctx_heads = C.attention(q, k_all, v_all, ctx.mask, scale=float(d) ** -0.5)
     out = C.merge_heads(ctx_heads) @ _w(ctx, f"{p}.o_proj.weight", hidden, nh * d).T
     return out, k, v
@@ -140,8 +171,13 @@ def build_qwen2(cfg: Qwen2Config, options: Qwen2GraphOptions | None = None) -> M
 
     gb = GraphBuilder(opts.name)
     ids = gb.input("token_ids", "i64", [SEQ])
-    past_keys = gb.input("past_keys", "f32", [layers, nkv, PAST, d])
-    past_values = gb.input("past_values", "f32", [layers, nkv, PAST, d])
+    if opts.kv == "state":
+        gb.scalar("past")
+        past_keys = gb.input("key_cache", "f32", [layers, nkv, CAPACITY, d])
+        past_values = gb.input("value_cache", "f32", [layers, nkv, CAPACITY, d])
+    else:
+        past_keys = gb.input("past_keys", "f32", [layers, nkv, PAST, d])
+        past_values = gb.input("past_values", "f32", [layers, nkv, PAST, d])
     embed = weight(gb, opts, "model.embed_tokens.weight", cfg.vocab_size, hidden)
     x = gather(embed, ids).named("x0")
     cos, sin = C.rope_tables(gb, SEQ, PAST, d, cfg.rope_theta)
@@ -161,6 +197,10 @@ def build_qwen2(cfg: Qwen2Config, options: Qwen2GraphOptions | None = None) -> M
         gb, opts, "lm_head.weight", cfg.vocab_size, hidden)
     logits = (x @ head.T).named("logits")
     gb.output("logits", logits)
-    gb.output("keys", concat(new_keys, 0).named("keys"))
-    gb.output("values", concat(new_values, 0).named("values"))
+    if opts.kv == "state":
+        gb.output("key_cache", ctx.past_keys)
+        gb.output("value_cache", ctx.past_values)
+    else:
+        gb.output("keys", concat(new_keys, 0).named("keys"))
+        gb.output("values", concat(new_values, 0).named("values"))
     return gb.finish_module()

@@ -35,7 +35,9 @@ Which ops go where (walking the graph from its outputs back):
   - an elementwise op that depends on a matmul stays in the matmul's
     epilogue rather than joining a row kernel (scale and mask of the
     attention scores are applied as the scores are stored);
-* anything else is stored: it becomes the root of a new region.
+* anything else is stored: it becomes the root of a new region;
+* ``update_slice`` stays outside every region (a kernel of its own in the
+  lowering); its update operand is stored like any value a kernel reads.
 """
 
 from __future__ import annotations
@@ -310,9 +312,11 @@ def _is_scalar_const(op: Operation) -> bool:
 
 
 def _is_external(op: Operation) -> bool:
-    """Read from memory by the regions: inputs, weights, constant arrays, and
-    values already fused (the pass is idempotent)."""
-    return isinstance(op, g.InputOp | g.WeightOp | g.FusedOp) or (
+    """Read from memory by the regions: inputs, weights, constant arrays,
+    values already fused (the pass is idempotent), and ``update_slice`` (a
+    kernel of its own, never fused: the lowering performs it in place in a
+    state buffer, and the regions that read its result read that buffer)."""
+    return isinstance(op, g.InputOp | g.WeightOp | g.FusedOp | g.UpdateSliceOp) or (
         isinstance(op, g.ConstOp) and not _is_scalar_const(op))
 
 

@@ -11,7 +11,13 @@ Each ``graph.func`` becomes a ``loop.program``. Per primitive:
   reads its operands through their strides and writes the buffer row-major,
   and a ``loop.launch``;
 * ``graph.return`` becomes ``loop.output``: a returned temporary buffer is
-  renamed an ``output`` buffer; a returned view is copied into one.
+  renamed an ``output`` buffer; a returned view is copied into one;
+* a *state* (an input returned under its own name with its own type: the KV
+  cache) is one ``state`` buffer, both the input and the output;
+  ``update_slice`` on it is performed in place, a copy kernel writing only
+  the updated block (legal because every read of the old value is launched
+  before it: the pass checks that no op after the update reads the value it
+  replaced); an ``update_slice`` of any other value copies it first.
 
 Identical kernels (the same body up to the kernel's name) are emitted once,
 so the 24 layers of Qwen2 share their kernels. After the pass no graph op
@@ -50,6 +56,7 @@ from nanocompile.lowering.primitive_kernels import (
     build_cast,
     build_concat,
     build_copy,
+    build_copy_into,
     build_dim,
     build_gather,
     build_iota,
@@ -171,15 +178,30 @@ class ConvertGraphFunc(RewritePattern):
         rewriter.replace(op, loop.ProgramOp(op.sym_name.data, symbols, body))
 
 
+def state_names(op: Operation) -> set[str]:
+    """The states of the program being lowered (the graph.return is still its
+    last op): inputs returned under their own name with their own type."""
+    block = op.parent_block()
+    assert block is not None
+    ret = block.last_op
+    if not isinstance(ret, g.ReturnOp):
+        return set()
+    returned = {n: g.tensor_spec(v) for n, v in zip(ret.names, ret.outputs, strict=True)}
+    return {i.arg_name.data for i in block.ops if isinstance(i, g.InputOp)
+            and returned.get(i.arg_name.data) == i.result.type.spec}
+
+
 class LowerSource(RewritePattern):
-    """``input``, ``weight`` and ``const`` become named or constant buffers."""
+    """``input``, ``weight`` and ``const`` become named or constant buffers
+    (an input that is a state: a ``state`` buffer)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: g.InputOp | g.WeightOp | g.ConstOp,
                           rewriter: PatternRewriter) -> None:
         spec = op.result.type.spec
         if isinstance(op, g.InputOp):
-            buf = new_buffer(rewriter, "input", spec, op.arg_name.data)
+            kind = "state" if op.arg_name.data in state_names(op) else "input"
+            buf = new_buffer(rewriter, kind, spec, op.arg_name.data)
         elif isinstance(op, g.WeightOp):
             buf = new_buffer(rewriter, "weight", spec, op.weight_name.data)
         else:
@@ -222,6 +244,53 @@ def _require_slice_bounds(rewriter: PatternRewriter, op: g.SliceOp, size: Expr) 
                        (size - stop, "stop past the end")):
         if not diff.provably_nonnegative():
             rewriter.insert(loop.RequireOp(diff, f"{where}: {what}"))
+
+
+class LowerUpdateSlice(RewritePattern):
+    """``update_slice``: the block written in place into ``dest``'s buffer when
+    that is a whole state buffer (a copy kernel of the update's elements only),
+    else into a fresh copy of ``dest``; the result is the whole buffer."""
+
+    def __init__(self, lowering: Lowering) -> None:
+        self.lowering = lowering
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: g.UpdateSliceOp, rewriter: PatternRewriter) -> None:
+        syms = program_symbols(op)
+        buf, lay = view_layout(op.dest)
+        owner = buf.owner
+        assert isinstance(owner, loop.BufferOp)
+        dtype = _dtype(op.dest)
+        in_place = owner.kind.data == "state" and lay == Layout.contiguous(lay.shape)
+        for use in op.dest.uses:
+            if use.operation is not op and op.is_before_in_block(use.operation):
+                in_place = False  # the old value is read after the update
+        if not in_place:
+            spec = TensorSpec(dtype, lay.shape)
+            buf = new_buffer(rewriter, "temp", spec)
+            whole = new_view(rewriter, buf, Layout.contiguous(spec.shape))
+            kernel = build_copy(syms, spec, [lay])
+            rewriter.insert(loop.LaunchOp(self.lowering.library.add("copy", kernel),
+                                          [whole, op.dest]))
+            lay = Layout.contiguous(spec.shape)
+        _, src = view_layout(op.update)
+        size = src.shape
+        where = f"graph.update_slice at [{', '.join(str(o) for o in op.offset_exprs)}]"
+        for axis, (off, n, full) in enumerate(zip(op.offset_exprs, size, lay.shape,
+                                                  strict=True)):
+            for diff, what in ((off, "offset < 0"), (full - off - n, "past the end")):
+                if not diff.provably_nonnegative():
+                    rewriter.insert(loop.RequireOp(diff, f"{where}: axis {axis} {what}"))
+        offset = sum((o * st for o, st in zip(op.offset_exprs, lay.strides, strict=True)),
+                     Expr.const(0))
+        dst = Layout(tuple(size), lay.offset + offset, lay.strides)
+        key = ("update_slice", syms, dtype, dst.shape, dst.strides, src.shape, src.strides)
+        name = self.lowering.library.lookup(
+            key, "update_slice",
+            lambda: build_copy_into(syms, Layout(dst.shape, Expr.const(0), dst.strides),
+                                    Layout(src.shape, Expr.const(0), src.strides), dtype))
+        rewriter.insert(loop.LaunchOp(name, [new_view(rewriter, buf, dst), op.update]))
+        replace_by_view(rewriter, op, buf, lay)
 
 
 class LowerCompute(RewritePattern):
@@ -366,6 +435,18 @@ class LowerReturn(RewritePattern):
         owner = buf.owner
         assert isinstance(owner, loop.BufferOp)
         whole = lay == Layout.contiguous(owner.result.type.dims)
+        state = _state_buffer(op, name)
+        if state is not None:  # the state's new value: in place already, or copied in
+            if buf is state and whole:
+                return state
+            assert isinstance(state.type, loop.BufType)
+            dims = state.type.dims
+            spec = TensorSpec(state.type.dtype.data, dims)
+            kernel = build_copy(program_symbols(op), spec, [lay])
+            rewriter.insert(loop.LaunchOp(self.lowering.library.add("copy", kernel),
+                                          [new_view(rewriter, state, Layout.contiguous(dims)),
+                                           value]))
+            return state
         if whole and owner.kind.data == "temp" and _only_view(buf, value):
             owner.properties["kind"] = StringAttr("output")
             owner.properties["name"] = StringAttr(name)
@@ -377,6 +458,17 @@ class LowerReturn(RewritePattern):
         kname = self.lowering.library.add("copy", kernel)
         rewriter.insert(loop.LaunchOp(kname, [out_view, value]))
         return out
+
+
+def _state_buffer(op: Operation, name: str) -> SSAValue | None:
+    """The ``state`` buffer named ``name`` of the program ``op`` is in, if any."""
+    block = op.parent_block()
+    assert block is not None
+    for buf in block.ops:
+        if (isinstance(buf, loop.BufferOp) and buf.kind.data == "state"
+                and buf.buffer_name is not None and buf.buffer_name.data == name):
+            return buf.result
+    return None
 
 
 def _only_view(buf: SSAValue, view: SSAValue) -> bool:
@@ -401,7 +493,8 @@ class LowerGraphToLoopPass(ModulePass):
             [ConvertGraphFunc()], dce_enabled=False), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(GreedyRewritePatternApplier(
             [LowerSource(), LowerMovement(lowering), LowerCompute(lowering),
-             LowerFused(lowering), LowerReturn(lowering)], dce_enabled=False),
+             LowerUpdateSlice(lowering), LowerFused(lowering), LowerReturn(lowering)],
+            dce_enabled=False),
             apply_recursively=False).rewrite_module(op)
         first = op.body.block.first_op
         for kernel in lowering.library.kernels.values():

@@ -182,6 +182,7 @@ def test_graph_dialect_has_every_primitive() -> None:
         "where", "neg", "exp", "sqrt", "reciprocal", "sin", "cos", "cast", "reduce_sum",
         "reduce_max", "reshape", "permute", "broadcast", "slice", "concat", "matmul", "gather",
         "round", "matmul_i8",  # spec §5 kernel B (issue 18)
+        "update_slice",  # the KV cache as the program's state (issue 19)
     }
     assert primitives <= names
     assert names - primitives == {"func", "return", "fused", "yield"}

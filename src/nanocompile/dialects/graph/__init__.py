@@ -37,11 +37,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import ArrayAttr, StringAttr
-from xdsl.ir import Block, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -86,6 +87,7 @@ from nanocompile.dialects.graph.primitives import (
     SqrtOp,
     SubOp,
     UnaryOp,
+    UpdateSliceOp,
     WeightOp,
     WhereOp,
 )
@@ -141,6 +143,7 @@ __all__ = [
     "SubOp",
     "TensorType",
     "UnaryOp",
+    "UpdateSliceOp",
     "WeightOp",
     "WhereOp",
     "tensor_spec",
@@ -249,18 +252,31 @@ class FusedOp(IRDLOperation):
 @irdl_op_definition
 class GraphFuncOp(IRDLOperation):
     """A graph: named inputs (which bind the shape symbols), named weights, and
-    named outputs returned by its ``graph.return``.
+    named outputs returned by its ``graph.return``. ``scalars`` names symbols
+    no input shape binds: the caller gives their values (a cached step's
+    ``past`` when the KV cache is a state of ``capacity`` positions).
 
-    ``graph.func @qwen2 { %ids = graph.input "token_ids" : ... graph.return ... }``
+    ``graph.func @qwen2 { %ids = graph.input "token_ids" : ... graph.return ... }``,
+    ``graph.func @qwen2 scalars ["past"] { ... }``
     """
 
     name = "graph.func"
     sym_name = prop_def(StringAttr)
+    scalar_syms = opt_prop_def(ArrayAttr[StringAttr], prop_name="scalars")
     body = region_def("single_block")
 
-    def __init__(self, name: str, body: Block | Region) -> None:
+    def __init__(self, name: str, body: Block | Region,
+                 scalars: Sequence[str] = ()) -> None:
         region = body if isinstance(body, Region) else Region(body)
-        super().__init__(properties={"sym_name": StringAttr(name)}, regions=[region])
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name)}
+        if scalars:
+            props["scalars"] = ArrayAttr([StringAttr(s) for s in scalars])
+        super().__init__(properties=props, regions=[region])
+
+    @property
+    def scalars(self) -> tuple[str, ...]:
+        """The symbols the caller binds by value, in declaration order."""
+        return () if self.scalar_syms is None else tuple(s.data for s in self.scalar_syms.data)
 
     @property
     def block(self) -> Block:
@@ -279,9 +295,10 @@ class GraphFuncOp(IRDLOperation):
         return last
 
     def bound_symbols(self) -> set[str]:
-        """Symbols bound by the inputs: an input dim that is exactly one symbol."""
+        """Symbols bound by the inputs (an input dim that is exactly one symbol)
+        and the declared scalars."""
         return {s for op in self.inputs() for d in op.result.type.dims
-                if (s := d.single_symbol) is not None}
+                if (s := d.single_symbol) is not None} | set(self.scalars)
 
     def verify_(self) -> None:
         self.return_op()
@@ -297,6 +314,11 @@ class GraphFuncOp(IRDLOperation):
                 raise OpVerifyException(f"graph.func @{self.sym_name.data}: {op.name} is not "
                                         "a graph op (a graph holds primitives, graph.fused "
                                         "and graph.return)", op)
+        by_inputs = self.bound_symbols() - set(self.scalars)
+        twice = sorted({s for s in self.scalars if self.scalars.count(s) > 1 or s in by_inputs})
+        if twice:
+            raise VerifyException(f"graph.func @{self.sym_name.data}: scalars {twice} are "
+                                  "declared twice or bound by an input's shape")
         bound = self.bound_symbols()
         for op in self.block.walk():  # and inside graph.fused regions, where fuse moves ops
             if isinstance(op, IRDLOperation):
@@ -305,6 +327,10 @@ class GraphFuncOp(IRDLOperation):
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
+        if self.scalars:
+            printer.print_string(" scalars [")
+            printer.print_list(self.scalars, printer.print_string_literal)
+            printer.print_string("]")
         if self.attributes:
             printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
@@ -313,9 +339,13 @@ class GraphFuncOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> GraphFuncOp:
         name = parser.parse_symbol_name().data
+        scalars: list[str] = []
+        if parser.parse_optional_keyword("scalars") is not None:
+            scalars = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                        parser.parse_str_literal)
         attrs = parser.parse_optional_attr_dict_with_keyword()
         region = parser.parse_region()
-        op = cls(name, region)
+        op = cls(name, region, scalars)
         if attrs is not None:
             op.attributes |= attrs.data
         return op
@@ -422,7 +452,7 @@ Graph = Dialect(
         AddOp, SubOp, MulOp, DivOp, LessEqualOp, WhereOp,
         NegOp, ExpOp, SqrtOp, ReciprocalOp, SinOp, CosOp, RoundOp, CastOp,
         ReduceSumOp, ReduceMaxOp,
-        ReshapeOp, PermuteOp, BroadcastOp, SliceOp, ConcatOp,
+        ReshapeOp, PermuteOp, BroadcastOp, SliceOp, ConcatOp, UpdateSliceOp,
         MatmulOp, MatmulI8Op, GatherOp,
         FusedOp, FusedYieldOp,
     ],

@@ -46,7 +46,7 @@ from nanocompile.ir.symbolic import Expr, ExprLike
 # The shared custom syntax of the primitives
 # --------------------------------------------------------------------------
 
-# Property kinds: "int", "ints", "dim" are printed as `key = value`;
+# Property kinds: "int", "ints", "dim", "dims" are printed as `key = value`;
 # "name" (a string) and "expr" (a shape expression) are printed positionally;
 # "str?" is an optional string, printed as `key = "value"` only when present.
 _POSITIONAL = ("name", "expr")
@@ -60,7 +60,7 @@ def _print_prop(printer: Printer, kind: str, attr: Attribute) -> None:
     elif kind == "int":
         assert isinstance(attr, IntAttr)
         printer.print_string(str(attr.data))
-    elif kind == "ints":
+    elif kind in ("ints", "dims"):
         assert isinstance(attr, ArrayAttr)
         printer.print_string("[" + ", ".join(str(a.data) for a in attr.data) + "]")
     else:  # "dim" and "expr"
@@ -78,6 +78,10 @@ def _parse_prop(parser: Parser, kind: str) -> Attribute:
             parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
         )
         return ArrayAttr([IntAttr(v) for v in values])
+    if kind == "dims":
+        exprs = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                  lambda: parse_dim_expr(parser))
+        return ArrayAttr([DimAttr(e) for e in exprs])
     return DimAttr(parse_dim_expr(parser))
 
 
@@ -762,6 +766,45 @@ class ConcatOp(PurePrimitiveOp):
 
     def infer(self) -> TensorSpec:
         return shapes.concat(self.labeled_operands(), self.axis.data)
+
+
+@irdl_op_definition
+class UpdateSliceOp(PurePrimitiveOp):
+    """``dest`` with the block at ``offsets`` replaced by ``update`` (XLA's
+    dynamic-update-slice): the result has ``dest``'s type; offsets may be
+    symbolic, and ``0 <= offset`` and ``offset + update dim <= dest dim`` must
+    hold on every axis (checked here where decidable, at run time otherwise).
+    Functional like every primitive; the KV cache of a step is one
+    (``models.qwen2``'s ``kv = "state"``), which the lowering performs in place
+    in the program's state buffer when nothing reads the old value after it.
+
+    ``%k1 = graph.update_slice %k0, %new offsets = [0, 0, past, 0] :
+    (!graph.tensor<[24, 2, capacity, 64], f32>, !graph.tensor<[1, 2, seq, 64], f32>)
+    -> !graph.tensor<[24, 2, capacity, 64], f32>``
+    """
+
+    name = "graph.update_slice"
+    dest = operand_def(TensorType)
+    update = operand_def(TensorType)
+    result = result_def(TensorType)
+    offsets = prop_def(ArrayAttr[DimAttr])
+    PROPS: ClassVar[tuple[tuple[str, str], ...]] = (("offsets", "dims"),)
+    ROLES: ClassVar[tuple[str, ...]] = ("dest", "update")
+
+    def __init__(self, dest: SSAValue, update: SSAValue, offsets: Sequence[ExprLike]) -> None:
+        exprs = [Expr.lift(o) for o in offsets]
+        spec = shapes.update_slice(("dest", tensor_spec(dest)), ("update", tensor_spec(update)),
+                                   exprs)
+        super().__init__(operands=[dest, update], result_types=[TensorType.from_spec(spec)],
+                         properties=_props(offsets=ArrayAttr([DimAttr(e) for e in exprs])))
+
+    @property
+    def offset_exprs(self) -> tuple[Expr, ...]:
+        return tuple(d.data for d in self.offsets.data)
+
+    def infer(self) -> TensorSpec:
+        dest, update = self.labeled_operands()
+        return shapes.update_slice(dest, update, self.offset_exprs)
 
 
 # --------------------------------------------------------------------------

@@ -25,12 +25,16 @@ class ArgumentError(ValueError):
 
 @dataclass(frozen=True)
 class Signature:
-    """The named inputs, weights and outputs of a ``graph.func``."""
+    """The named inputs, weights and outputs of a ``graph.func``, and its
+    scalars: symbols the caller binds by value (``inputs[name]``, an integer),
+    not through a shape. An input and an output of one name and type are a
+    *state* (e.g. the KV cache): a compiled program updates it in place."""
 
     name: str
     inputs: tuple[tuple[str, TensorSpec], ...]
     weights: tuple[tuple[str, TensorSpec], ...]
     outputs: tuple[tuple[str, TensorSpec], ...]
+    scalars: tuple[str, ...] = ()
 
     @staticmethod
     def of(func: g.GraphFuncOp) -> Signature:
@@ -40,11 +44,18 @@ class Signature:
             tuple((op.arg_name.data, op.result.type.spec) for op in func.inputs()),
             tuple((op.weight_name.data, op.result.type.spec) for op in func.weights()),
             tuple((n, g.tensor_spec(v)) for n, v in zip(ret.names, ret.outputs, strict=True)),
+            func.scalars,
         )
 
-    def bind(self, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:
+    @property
+    def states(self) -> tuple[str, ...]:
+        """The names that are both an input and an output of the same type."""
+        outputs = dict(self.outputs)
+        return tuple(n for n, spec in self.inputs if outputs.get(n) == spec)
+
+    def bind(self, inputs: Mapping[str, object]) -> dict[str, int]:
         """Check ``inputs`` and return the symbol bindings they imply."""
-        expected = dict(self.inputs)
+        expected: dict[str, object] = {**dict(self.inputs), **{s: None for s in self.scalars}}
         unknown = sorted(set(inputs) - set(expected))
         if unknown:
             raise ArgumentError(
@@ -53,12 +64,22 @@ class Signature:
         missing = [n for n in expected if n not in inputs]
         if missing:
             raise ArgumentError(f"@{self.name}: missing input(s) {missing}")
-        bindings: dict[str, int] = {}
+        bindings: dict[str, int] = {s: _scalar(self.name, s, inputs[s]) for s in self.scalars}
         for name, spec in self.inputs:
             _bind_symbols(f"input '{name}'", spec, inputs[name], bindings)
         for name, spec in self.inputs:
             check_value(f"input '{name}'", spec, inputs[name], bindings)
         return bindings
+
+
+def _scalar(func: str, name: str, value: object) -> int:
+    """A scalar symbol's value: a non-negative integer (or a 0-d integer array)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ArgumentError(f"@{func}: scalar '{name}' must be a non-negative integer, "
+                            f"got {value!r}")
+    return int(value)
 
 
 def _as_array(what: str, value: object) -> np.ndarray:

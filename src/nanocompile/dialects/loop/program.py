@@ -44,15 +44,16 @@ from nanocompile.ir.symbolic import Expr, ExprLike
 # Program-level ops
 # --------------------------------------------------------------------------
 
-BUFFER_KINDS = ("input", "weight", "output", "const", "temp", "packed")
+BUFFER_KINDS = ("input", "weight", "output", "const", "temp", "packed", "state")
 
 
 @irdl_op_definition
 class BufferOp(IRDLOperation):
     """A buffer of the program: a graph input, weight or output (by name), a
-    constant (with its values), a temporary (placed in the arena) or a packed
+    constant (with its values), a temporary (placed in the arena), a packed
     copy of a weight (``sched.pack``: made by the runtime when it binds the
-    weight; ``[N, K]`` becomes ``[N / tile, K, tile]``).
+    weight; ``[N, K]`` becomes ``[N / tile, K, tile]``) or a state (by name:
+    an input that is also an output, updated in place: the KV cache).
 
     ``%b = loop.buffer temp : !loop.buf<[seq, 896], f32>``,
     ``%w = loop.buffer weight "model.norm.weight" : !loop.buf<[896], f32>``,
@@ -82,7 +83,7 @@ class BufferOp(IRDLOperation):
         if kind not in BUFFER_KINDS:
             raise VerifyException(f"loop.buffer: unknown kind '{kind}', expected one of "
                                   f"{', '.join(BUFFER_KINDS)}")
-        named = kind in ("input", "weight", "output", "packed")
+        named = kind in ("input", "weight", "output", "packed", "state")
         if (kind == "packed") != (self.tile is not None):
             raise VerifyException(f"loop.buffer {kind}: a tile is "
                                   f"{'required' if kind == 'packed' else 'not allowed'}")
