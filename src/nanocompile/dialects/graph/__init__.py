@@ -314,7 +314,8 @@ class GraphFuncOp(IRDLOperation):
                 raise OpVerifyException(f"graph.func @{self.sym_name.data}: {op.name} is not "
                                         "a graph op (a graph holds primitives, graph.fused "
                                         "and graph.return)", op)
-        by_inputs = self.bound_symbols() - set(self.scalars)
+        by_inputs = {s for op in self.inputs() for d in op.result.type.dims
+                     if (s := d.single_symbol) is not None}
         twice = sorted({s for s in self.scalars if self.scalars.count(s) > 1 or s in by_inputs})
         if twice:
             raise VerifyException(f"graph.func @{self.sym_name.data}: scalars {twice} are "

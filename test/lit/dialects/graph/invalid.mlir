@@ -415,3 +415,45 @@ graph.func @f {
   graph.return
 }
 // CHECK: error: graph.matmul_i8: declared result type %y [seq, 3] i8 differs from inferred type [seq, 3] f32
+
+// -----
+
+// update_slice: the update does not fit at its offset
+graph.func @f {
+  %d = graph.input "d" : !graph.tensor<[4, 3], f32>
+  %u = graph.input "u" : !graph.tensor<[2, 3], f32>
+  %r = graph.update_slice %d, %u offsets = [3, 0] : (!graph.tensor<[4, 3], f32>, !graph.tensor<[2, 3], f32>) -> !graph.tensor<[4, 3], f32>
+  graph.return
+}
+// CHECK: error: graph.update_slice: update %u at offset 3 does not fit axis 0 of dest %d (size 4; dest dim - offset - update dim = -1 < 0)
+
+// -----
+
+// update_slice: one offset per axis
+graph.func @f {
+  %d = graph.input "d" : !graph.tensor<[4, 3], f32>
+  %u = graph.input "u" : !graph.tensor<[2, 3], f32>
+  %r = graph.update_slice %d, %u offsets = [0] : (!graph.tensor<[4, 3], f32>, !graph.tensor<[2, 3], f32>) -> !graph.tensor<[4, 3], f32>
+  graph.return
+}
+// CHECK: error: graph.update_slice: dest %d has rank 2, update %u rank 2 and 1 offsets given
+
+// -----
+
+// a scalar symbol that an input's shape binds too
+graph.func @f scalars ["n"] {
+  %x = graph.input "x" : !graph.tensor<[n], f32>
+  graph.return
+}
+// CHECK: error: graph.func @f: scalars ['n'] are declared twice or bound by an input's shape
+
+// -----
+
+// a symbol that neither an input nor a scalar binds
+graph.func @f scalars ["past"] {
+  %x = graph.input "x" : !graph.tensor<[seq], f32>
+  %y = graph.slice %x axis = 0, start = 0, stop = past : !graph.tensor<[seq], f32> -> !graph.tensor<[past], f32>
+  %z = graph.slice %x axis = 0, start = 0, stop = other : !graph.tensor<[seq], f32> -> !graph.tensor<[other], f32>
+  graph.return
+}
+// CHECK: error: graph.slice: symbol 'other' in %z is not bound by any graph.input (bound: ['past', 'seq'])

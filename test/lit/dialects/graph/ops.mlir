@@ -113,3 +113,19 @@ graph.func @all_ops {
 // GENERIC:        %mo = "graph.matmul"(%x, %wt) <{order = "blocks32"}>
 // GENERIC:        %mi = "graph.matmul_i8"(%xq, %xs, %w8t) : (!graph.tensor<[seq, 896], i8>, !graph.tensor<[seq, 28], f32>, !graph.tensor<[896, 128], i8>) -> !graph.tensor<[seq, 128], f32>
 // GENERIC:        "graph.return"(%mm, %g) <{names = ["out", "h"]}>
+
+// A graph with a scalar symbol (bound by the caller, not by a shape) and a
+// state updated by update_slice (issue 19's KV cache).
+graph.func @cache scalars ["past"] {
+  %kc = graph.input "key_cache" : !graph.tensor<[2, 2, capacity, 64], f32>
+  %k = graph.input "k" : !graph.tensor<[1, 2, seq, 64], f32>
+  %k1 = graph.update_slice %kc, %k offsets = [1, 0, past, 0] : (!graph.tensor<[2, 2, capacity, 64], f32>, !graph.tensor<[1, 2, seq, 64], f32>) -> !graph.tensor<[2, 2, capacity, 64], f32>
+  graph.return "key_cache" = %k1 : !graph.tensor<[2, 2, capacity, 64], f32>
+}
+// CHECK-LABEL: graph.func @cache scalars ["past"] {
+// CHECK-NEXT:    %kc = graph.input "key_cache" : !graph.tensor<[2, 2, capacity, 64], f32>
+// CHECK-NEXT:    %k = graph.input "k" : !graph.tensor<[1, 2, seq, 64], f32>
+// CHECK-NEXT:    %k1 = graph.update_slice %kc, %k offsets = [1, 0, past, 0] : (!graph.tensor<[2, 2, capacity, 64], f32>, !graph.tensor<[1, 2, seq, 64], f32>) -> !graph.tensor<[2, 2, capacity, 64], f32>
+// CHECK-NEXT:    graph.return "key_cache" = %k1 : !graph.tensor<[2, 2, capacity, 64], f32>
+// GENERIC:      "graph.func"() <{sym_name = "cache", scalars = ["past"]}> ({
+// GENERIC:        %k1 = "graph.update_slice"(%kc, %k) <{offsets = [#graph.dim<1>, #graph.dim<0>, #graph.dim<past>, #graph.dim<0>]}>
