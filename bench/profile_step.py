@@ -1,11 +1,15 @@
 """``python -m bench profile``: where one step of the compiled model spends its time.
 
 Runs the full-size synthetic model (or ``--model DIR``) compiled with the
-default schedules, and profiles one decode step and one prefill through
-``CompiledProgram.profile`` (the C entry timing every launch). Printed per
-step: the wall time of the whole ``Engine.forward`` call, the time inside
-kernels, and the rest (Python, ctypes, argument checks, the KV-cache copy),
-then the kernel time by kernel, largest first. Medians over ``--rounds``.
+default schedules, and profiles one decode step and one prefill through the
+profiling C entry (timing every launch and the whole entry). Printed per
+step: the wall time of the whole ``Engine.forward`` call (as generation calls
+it), the time inside kernels, and the rest, split into the time outside the C
+entry (Python, ctypes, argument checks, with ``--kv inputs`` the KV-cache
+copy) and between the launches inside it (the requirement checks, return
+codes and the profiler's own clock reads, ~50 ns each, two per launch), then
+the kernel time by kernel, largest first. Medians over ``--rounds``; appended
+to bench/results.jsonl (kind "profile").
 
 ``--weights bf16`` compiles the bf16-weight graph bound to the snapshot's
 mapped bf16 tensors (``SnapshotWeights(snap, "bf16")``), ``--weights f32``
@@ -38,18 +42,32 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="profile the phase-3 program (no schedules)")
     parser.add_argument("--weights", choices=["bf16", "f32"], default=None,
                         help="weight format (default: the snapshot's, bf16 for a bf16 snapshot)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results file to append to (default bench/results.jsonl)")
+    parser.add_argument("--no-append", action="store_true", help="do not append the result")
+    parser.add_argument("--kv", choices=["state", "inputs"], default="state",
+                        help="the KV cache as the program's state, run by a StepRunner (one C "
+                             "call a step: the default, as the API runs it) or as inputs "
+                             "copied out and appended in Python each step (the form before "
+                             "issue 19)")
+
+
+ENTRY = "<the C entry>"  # a pseudo-launch: the whole C entry's time, launches and gaps
 
 
 def _profiled_forward(engine: Any, program: Any, ids: list[int], cache: Any
                       ) -> tuple[float, list[tuple[str, int]]]:
     """One ``Engine.forward`` through the profiling entry: (wall s, launches)."""
+    if engine.kv == "state":
+        return _profiled_state_forward(engine, program, ids, cache)
     captured: list[list[tuple[str, int]]] = []
     backend = engine.backend
     original = backend.run
 
     def run(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        outputs, launches = program.profile(inputs)
-        captured.append(launches)
+        ns = program.profile_slots()
+        outputs, launches = program.profile(inputs, ns)
+        captured.append([*launches, (ENTRY, int(ns[-1]))])
         return outputs
 
     backend.run = run
@@ -62,11 +80,35 @@ def _profiled_forward(engine: Any, program: Any, ids: list[int], cache: Any
     return wall, captured[0]
 
 
+def _profiled_state_forward(engine: Any, program: Any, ids: list[int], cache: Any
+                            ) -> tuple[float, list[tuple[str, int]]]:
+    """One ``Engine.forward`` of the state program, as generation calls it
+    (``fresh=False``), its step runner on the profiling entry (made by a first
+    call on a throwaway copy of the cache's shape, so the timed call is a
+    steady-state step)."""
+    runner = cache.runners.get(id(engine.backend))
+    if runner is None:  # make the cache's runner outside the timed call
+        runner = engine.backend.runner({"key_cache": cache.keys, "value_cache": cache.values},
+                                       min(engine.chunk or cache.capacity, cache.capacity))
+        cache.runners[id(engine.backend)] = runner
+    ns = program.profile_slots()
+    runner.profile = ns
+    try:
+        t0 = time.perf_counter()
+        engine.forward(ids, cache, fresh=False)
+        wall = time.perf_counter() - t0
+    finally:
+        runner.profile = None
+    launches = list(zip(program.spec.launches, (int(v) for v in ns), strict=False))
+    return wall, [*launches, (ENTRY, int(ns[-1]))]
+
+
 def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
-                  schedule: bool, weights: str | None = None) -> dict[str, Any]:
+                  schedule: bool, weights: str | None = None, kv: str = "state"
+                  ) -> dict[str, Any]:
     """Profile ``rounds`` prefill and decode steps (``weights``: "bf16", "f32" or None,
-    the snapshot's format)."""
-    from nanocompile.api import ensure_default_snapshot
+    the snapshot's format; ``kv``: the graph's KV form, models.qwen2.KV_FORMS)."""
+    from nanocompile.api import PREFILL_CHUNK, ensure_default_snapshot
     from nanocompile.backend.runtime import CompiledBackend
     from nanocompile.checkpoint.snapshot import Snapshot
     from nanocompile.compiler import compile_program
@@ -79,20 +121,26 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
     from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
 
     directory = model if model is not None else ensure_default_snapshot()
-    snap = Snapshot.open(directory)
+    from nanocompile.checkpoint.snapshot import SnapshotError
+
+    try:
+        snap = Snapshot.open(directory)
+    except SnapshotError as e:
+        raise BenchError(str(e)) from None
     fmt = default_weights(snap) if weights is None else weights
     if fmt == "bf16" and default_weights(snap) != "bf16":
         raise BenchError(f"--weights bf16: {directory} stores no tensor in bf16 "
                          "(use --weights f32)")
     wide = wide_weights(snap) if fmt == "bf16" else frozenset()
-    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True, weights=fmt, wide=wide))
+    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True, weights=fmt, wide=wide,
+                                                       kv=kv))
     print(f"bench profile: compiling ({fmt} weights) ...", file=sys.stderr)
     program = compile_program(graph, SnapshotWeights(snap, fmt), schedule=schedule)
     program.set_threads(threads)
-    engine = Engine(snap.config, CompiledBackend(program))
+    engine = Engine(snap.config, CompiledBackend(program), chunk=PREFILL_CHUNK, kv=kv)
     ids = [int(i) for i in np.random.default_rng(0).integers(100, 150_000, prompt)]
     result: dict[str, Any] = {"threads": program.threads(), "schedule": schedule,
-                              "weights": fmt}
+                              "weights": fmt, "kv": kv}
     per: dict[str, list[tuple[float, list[tuple[str, int]]]]] = {"prefill": [], "decode": []}
     for r in range(rounds + 1):  # round 0 warms up
         cache = engine.new_cache(prompt + 2)
@@ -103,18 +151,34 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
             per["decode"].append(dec)
     for step, samples in per.items():
         walls = [w for w, _ in samples]
-        kernels = [sum(ns for _, ns in launches) / 1e9 for _, launches in samples]
+        kernels = [sum(ns for name, ns in launches if name != ENTRY) / 1e9
+                   for _, launches in samples]
+        entries = [dict(launches)[ENTRY] / 1e9 for _, launches in samples]
         by_kernel: dict[str, list[float]] = defaultdict(list)
         for _, launches in samples:
             totals: dict[str, int] = defaultdict(int)
             for name, ns in launches:
+                if name == ENTRY:
+                    continue
                 totals[name] += ns
             for name, ns in totals.items():
                 by_kernel[name].append(ns / 1e6)
+        outside = [(w - k) * 1e3 for w, k in zip(walls, kernels, strict=True)]
+        python = [(w - e) * 1e3 for w, e in zip(walls, entries, strict=True)]
+        gaps = [(e - k) * 1e3 for e, k in zip(entries, kernels, strict=True)]
         result[step] = {
+            # outside the C entry: Python, ctypes, the checks and copies of a step
+            "outside_entry_ms": statistics.median(python),
+            "outside_entry_min_ms": min(python),
+            # inside the entry between the launches (the requirements, return-code
+            # checks and the profiler's own clock reads)
+            "between_launches_ms": statistics.median(gaps),
             "wall_ms": statistics.median(walls) * 1e3,
             "kernels_ms": statistics.median(kernels) * 1e3,
-            "launches": len(samples[0][1]),
+            "outside_ms": statistics.median(outside),
+            "outside_min_ms": min(outside),
+            "outside_max_ms": max(outside),
+            "launches": len(samples[0][1]) - 1,
             "by_kernel_ms": dict(sorted(((k, statistics.median(v)) for k, v in
                                          by_kernel.items()), key=lambda kv: -kv[1])),
         }
@@ -127,16 +191,28 @@ def main(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.threads < 1 or args.prompt < 1:
         raise BenchError("--rounds, --threads and --prompt must be >= 1")
     result = profile_steps(args.model, args.threads, args.rounds, args.prompt,
-                           not args.no_schedule, args.weights)
+                           not args.no_schedule, args.weights, args.kv)
     print(f"threads {result['threads']}, schedules {'on' if result['schedule'] else 'off'}, "
-          f"{result['weights']} weights")
+          f"{result['weights']} weights, KV cache as {result['kv']}")
     for step in ("decode", "prefill"):
         r = result[step]
-        outside = r["wall_ms"] - r["kernels_ms"]
         label = "decode (1 token)" if step == "decode" else f"prefill ({args.prompt} tokens)"
-        print(f"{label}: wall {r['wall_ms']:.1f} ms, kernels {r['kernels_ms']:.1f} ms "
-              f"({100 * r['kernels_ms'] / r['wall_ms']:.1f} %), outside {outside:.1f} ms, "
-              f"{r['launches']} launches")
+        print(f"{label}: wall {r['wall_ms']:.2f} ms, kernels {r['kernels_ms']:.2f} ms "
+              f"({100 * r['kernels_ms'] / r['wall_ms']:.1f} %), outside (median of the steps) "
+              f"{r['outside_ms']:.3f} ms [min {r['outside_min_ms']:.3f}, max "
+              f"{r['outside_max_ms']:.3f}], {r['launches']} launches")
+        print(f"    outside the C entry (Python, ctypes) {r['outside_entry_ms']:.3f} ms "
+              f"[min {r['outside_entry_min_ms']:.3f}], between launches in C (checks, the "
+              f"profiler's clock reads) {r['between_launches_ms']:.3f} ms")
         for name, ms in list(r["by_kernel_ms"].items())[:8]:
             print(f"    {name:<20} {ms:8.2f} ms  {100 * ms / r['kernels_ms']:5.1f} %")
+    if not args.no_append:
+        from bench import results
+
+        record = results.make_record("profile", {"profile": result, "rounds": args.rounds,
+                                                 "prompt_tokens": args.prompt},
+                                     threads=result["threads"])
+        path = args.out if args.out is not None else results.RESULTS_PATH
+        results.append_record(record, path)
+        print(f"appended to {path}", file=sys.stderr)
     return 0

@@ -343,12 +343,21 @@ class CompiledProgram:
         is the input array itself."""
         return self._call(inputs, None)
 
-    def profile(self, inputs: Mapping[str, Any]
+    def profile(self, inputs: Mapping[str, Any], ns: np.ndarray | None = None
                 ) -> tuple[dict[str, np.ndarray], list[tuple[str, int]]]:
-        """Run once through the profiling entry: outputs, and (kernel, ns) per launch."""
-        ns = np.zeros(max(1, self.launches), np.int64)
+        """Run once through the profiling entry: outputs, and (kernel, ns) per
+        launch (``ns``: the ``profile_slots`` array to write, the entry's time
+        after the launches')."""
+        ns = self.profile_slots() if ns is None else ns
+        if ns.dtype != np.int64 or ns.shape != (self.launches + 1,):
+            raise ValueError(f"ns must be int64[{self.launches + 1}], got {ns.dtype}{ns.shape}")
         outputs = self._call(inputs, ns)
         return outputs, list(zip(self.spec.launches, (int(v) for v in ns), strict=False))
+
+    def profile_slots(self) -> np.ndarray:
+        """The array the profiling entry writes: one int64 of nanoseconds per
+        launch, then the whole entry's (``ns[launches]``)."""
+        return np.zeros(self.launches + 1, np.int64)
 
     def _call(self, inputs: Mapping[str, Any],
               ns: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -492,6 +501,9 @@ class StepRunner:
         self._past_slot = symbols.index("past")
         self._args = (ctypes.addressof(self._syms), ctypes.addressof(self._io),
                       base + (-base % 64), ctypes.addressof(self._offsets))
+        # set to ``program.profile_slots()``: each step runs the profiling entry, which
+        # writes each launch's nanoseconds there, then the entry's (``bench profile``)
+        self.profile: np.ndarray | None = None
 
     def _check_signature(self, sig: Signature, states: Mapping[str, np.ndarray]) -> TensorSpec:
         """The token vector's spec, after checking the program has the runner's form."""
@@ -556,8 +568,10 @@ class StepRunner:
         self._syms[self._seq_slot] = n
         self._syms[self._past_slot] = past
         program = self.program
+        ns = self.profile
         with program._lock:
-            rc = program._entry(*self._args)
+            rc = program._entry(*self._args) if ns is None else \
+                program._profile_entry(*self._args, ns.ctypes.data)
         program.calls += 1
         if rc != 0:
             raise program._error(rc)

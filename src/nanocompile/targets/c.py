@@ -545,7 +545,9 @@ class CEmitter:
     # -- programs ---------------------------------------------------------------
     def emit_program(self, program: loop.ProgramOp) -> str:
         """The entry ``nc_run_<name>`` and its twin ``nc_profile_<name>``, which
-        also writes each launch's wall time in nanoseconds to ``ns[launch]``."""
+        also writes each launch's wall time in nanoseconds to ``ns[launch]``
+        and the whole entry's to ``ns[launches]`` (``ns`` has launches + 1
+        slots)."""
         name = program.sym_name.data
         consts: list[str] = []
         prologue = self._program_prologue(program, consts)
@@ -594,9 +596,13 @@ class CEmitter:
         return body
 
     def _launches(self, program: loop.ProgramOp, profile: bool) -> list[str]:
+        """The launches in order; profiled, each launch's ns in ``ns[launch]`` and
+        the whole entry's (from the first launch's start to the last one's end,
+        what lies between the launches included) in ``ns[launches]``."""
         names = self._buffer_names
         kernels = _kernels_by_name(program)
-        body = ["  struct timespec t0, t1;"] if profile else []
+        body = ["  struct timespec t0, t1, start;",
+                "  clock_gettime(CLOCK_MONOTONIC, &start);"] if profile else []
         for index, launch in enumerate(program.launches()):
             args = []
             for view in launch.views:
@@ -614,6 +620,10 @@ class CEmitter:
                 body.append("  clock_gettime(CLOCK_MONOTONIC, &t1);")
                 body.append(f"  ns[{index}] = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + "
                             "(t1.tv_nsec - t0.tv_nsec);")
+        if profile:
+            body.append("  clock_gettime(CLOCK_MONOTONIC, &t1);")
+            body.append(f"  ns[{len(program.launches())}] = (int64_t)(t1.tv_sec - start.tv_sec) "
+                        "* 1000000000 + (t1.tv_nsec - start.tv_nsec);")
         return body
 
 

@@ -227,3 +227,16 @@ def test_full_state_program_is_bitwise_the_inputs_program(
         fmt: str, full_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     pair = make_pair(full_snapshot, fmt, tmp_path_factory.mktemp("int8"), last_only=True)
     check_pair(pair, prompt_ids(full_snapshot, "chat"), (None, 7))
+
+
+def test_step_runner_profiles_each_launch_and_the_entry(tiny_bf16: Pair) -> None:
+    caches = _caches(tiny_bf16, 8)
+    runner = StepRunner(tiny_bf16.state, caches, max_seq=4)
+    want = runner.step(np.array([1, 2, 3]), 0)["logits"].copy()
+    ns = tiny_bf16.state.profile_slots()
+    assert ns.shape == (tiny_bf16.state.launches + 1,)
+    runner.profile = ns
+    got = runner.step(np.array([1, 2, 3]), 0)["logits"]  # the same step again: same bits
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert (ns[:-1] > 0).all()
+    assert ns[-1] >= ns[:-1].sum()  # the entry's span holds every launch
