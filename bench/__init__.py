@@ -31,7 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 COMMAND_MODULES: tuple[str, ...] = ("bench.probe", "bench.run", "bench.plot", "bench.matmul",
-                                    "bench.profile_step", "bench.memory", "bench.quality")
+                                    "bench.profile_step", "bench.memory", "bench.quality",
+                                    "bench.context")
 
 
 class BenchError(Exception):
