@@ -482,6 +482,8 @@ class StepRunner:
         self.capacity = bindings.get("capacity")
         self.states = dict(states)
         plan = program.plan(bindings)
+        self.bindings = dict(bindings)  # the symbols the static plan was made at
+        self.plan = plan
         self.arena_bytes = plan.size
         self._arena = allocate(f"the arena of @{sig.name}'s temporaries", plan.size + 64,
                                np.uint8, zero=True)
