@@ -80,6 +80,7 @@ from nanocompile.inference.generate import (
     TokenCallback,
     generate_tokens,
 )
+from nanocompile.inference.prefix import PrefixCache
 from nanocompile.inference.progress import Progress, StderrProgress, report_step
 from nanocompile.inference.sampling import Sampler, SamplingParams
 from nanocompile.interpreter import InterpreterBackend
@@ -368,6 +369,9 @@ class Model:
         self._graphs: dict[bool, _Compiled] = {}
         self._frontend: dict[bool, ModuleOp] = {}  # the graphs as built, by last_only
         self._compile_lock = threading.Lock()
+        self._prefix: PrefixCache | None = None
+        # generations reuse the KV cache of the last one for a shared prompt prefix
+        self.reuse_prefix = True
 
     @property
     def path(self) -> Path:
@@ -559,7 +563,21 @@ class Model:
                                max_tokens=max_tokens, sampler=_sampler(sampling),
                                stop_ids=frozenset(stop_ids), context=self.context,
                                on_token=on_token, stop=stop, cancel=cancel,
-                               progress=self._progress)
+                               progress=self._progress,
+                               prefix=self.prefix_cache if self.reuse_prefix else None)
+
+    @property
+    def prefix_cache(self) -> PrefixCache:
+        """The KV cache of the last generation, kept for the next (``inference.prefix``):
+        a prompt that starts with its tokens (a chat's next turn, a repeated
+        prompt) runs only the rest, with the same bits. ``reuse_prefix =
+        False`` turns it off; ``prefix_cache.clear()`` frees it."""
+        engine = self.engine
+        with self._compile_lock:
+            found = self._prefix
+            if found is None or found.engine is not engine:
+                found = self._prefix = PrefixCache(engine, limit=self.context)
+            return found
 
     # -- inspection -------------------------------------------------------
 

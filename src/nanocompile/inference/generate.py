@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from nanocompile.inference.engine import CacheFullError, Engine, KVCache
+from nanocompile.inference.prefix import Lease, PrefixCache
 from nanocompile.inference.progress import PREFILL, Progress
 from nanocompile.inference.sampling import Sampler
 from nanocompile.tokenizer.tokenizer import Tokenizer
@@ -72,6 +73,7 @@ class GenerationResult:
     decode_tok_per_s: float
     stop_reason: StopReason
     decode_steps: int = 0
+    cached_prompt_tokens: int = 0  # the prompt's first tokens found in the prefix cache
 
 
 class _Stream:
@@ -168,6 +170,7 @@ def generate_tokens(
     stop: str | Sequence[str] = (),
     cancel: CancelCheck | None = None,
     progress: Progress | None = None,
+    prefix: PrefixCache | None = None,
 ) -> GenerationResult:
     """Generate up to ``max_tokens`` tokens after ``prompt_ids``.
 
@@ -178,6 +181,9 @@ def generate_tokens(
     when ``cancel()`` returns True (asked before each forward pass).
     ``progress`` hears the prefill (step ``PREFILL``, in tokens, chunk by
     chunk). Raises ``ContextLengthError`` if the prompt leaves no room.
+    ``prefix``: the cache of earlier generations (``inference.prefix``): the
+    prompt's longest prefix found there is not run again (the same bits), and
+    this generation's cache is kept there for the next.
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
@@ -185,8 +191,23 @@ def generate_tokens(
     check_prompt(prompt, context)
     stream = _Stream(tokenizer, on_token, check_stops(stop))
     budget = min(max_tokens, context - len(prompt))
-    cache = engine.new_cache(len(prompt) + budget - 1)
+    capacity = len(prompt) + budget - 1
+    lease = prefix.take(prompt, capacity) if prefix is not None else \
+        Lease(engine.new_cache(capacity), 0)
     generated: list[int] = []
+    try:
+        return _generate(engine, tokenizer, prompt, budget, max_tokens, sampler, stop_ids,
+                         stream, lease, generated, cancel, progress)
+    finally:
+        if prefix is not None:
+            prefix.keep(lease, prompt + generated)
+
+
+def _generate(engine: Engine, tokenizer: Tokenizer, prompt: list[int], budget: int,
+              max_tokens: int, sampler: Sampler, stop_ids: Collection[int], stream: _Stream,
+              lease: Lease, generated: list[int], cancel: CancelCheck | None,
+              progress: Progress | None) -> GenerationResult:
+    cache = lease.cache
 
     def choose(logits: np.ndarray) -> int:
         row = _known_tokens_only(logits[-1], tokenizer.vocab_size)
@@ -201,10 +222,10 @@ def generate_tokens(
             text=stream.close(), token_ids=generated, prompt_tokens=len(prompt),
             prefill_seconds=prefill, decode_seconds=decode,
             decode_tok_per_s=steps / decode if steps and decode > 0 else 0.0,
-            stop_reason=reason, decode_steps=steps)
+            stop_reason=reason, decode_steps=steps, cached_prompt_tokens=lease.reused)
 
     start = time.perf_counter()
-    logits = _prefill(engine, prompt, cache, cancelled, progress)
+    logits = _prefill(engine, prompt, lease.reused, cache, cancelled, progress)
     if logits is None:
         return result("cancelled", time.perf_counter() - start, 0.0, 0)
     token = choose(logits)
@@ -230,16 +251,17 @@ def generate_tokens(
     return result(reason, prefill_seconds, time.perf_counter() - start, steps)
 
 
-def _prefill(engine: Engine, prompt: list[int], cache: KVCache,
+def _prefill(engine: Engine, prompt: list[int], reused: int, cache: KVCache,
              cancelled: Callable[[], bool], progress: Progress | None) -> np.ndarray | None:
-    """The prompt's logits, run in the engine's chunks (the same bits as one call:
-    ``Engine.forward`` steps through the same chunks); None if cancelled."""
+    """The logits of the prompt's tokens after the ``reused`` ones the cache has,
+    run in the engine's chunks (the same bits as one call: ``Engine.forward``
+    steps through the same chunks); None if cancelled."""
     n = len(prompt)
     chunk = engine.chunk or n
     if progress is not None:
-        progress(PREFILL, 0, n)
+        progress(PREFILL, reused, n)
     logits = None
-    for start in range(0, n, chunk):
+    for start in range(reused, n, chunk):
         if cancelled():
             return None
         logits = engine.forward(prompt[start:start + chunk], cache)
