@@ -380,10 +380,12 @@ def _linearize(kb: KernelBuilder, idx: list[SSAValue], dims: list[Expr]) -> SSAV
 
 
 def build_fused(symbols: Sequence[str], spec: TensorSpec, layouts: Sequence[Layout],
-                fused: g.FusedOp, name: str) -> loop.KernelOp:
-    """The kernel of one region: argument 0 is the result, then the region's inputs."""
-    args = [Arg(spec.dtype, "w", Layout.contiguous(spec.shape).shape,
-                Layout.contiguous(spec.shape).strides)]
+                fused: g.FusedOp, name: str, out: Layout | None = None) -> loop.KernelOp:
+    """The kernel of one region: argument 0 is the result (row-major, or through
+    ``out``'s strides: a block of a state written in place), then the region's
+    inputs."""
+    out = Layout.contiguous(spec.shape) if out is None else out
+    args = [Arg(spec.dtype, "w", out.shape, out.strides)]
     for a, lay in zip(fused.block.args, layouts, strict=True):
         fp = argument_footprint(a, lay)
         args.append(Arg(g.tensor_type(a).dtype.data, "r", fp.shape, fp.strides))
@@ -391,7 +393,7 @@ def build_fused(symbols: Sequence[str], spec: TensorSpec, layouts: Sequence[Layo
     em = RegionEmitter(kb, fused, layouts)
     root = fused.block.last_op
     assert isinstance(root, g.FusedYieldOp)
-    out_strides = Layout.contiguous(spec.shape).strides
+    out_strides = out.strides
     shape = spec.shape
     matmuls = [op for op in fused.block.ops if isinstance(op, g.MatmulOp)
                and op.result.type.dims == shape]

@@ -261,11 +261,7 @@ class LowerUpdateSlice(RewritePattern):
         owner = buf.owner
         assert isinstance(owner, loop.BufferOp)
         dtype = _dtype(op.dest)
-        in_place = owner.kind.data == "state" and lay == Layout.contiguous(lay.shape)
-        for use in op.dest.uses:
-            if use.operation is not op and op.is_before_in_block(use.operation):
-                in_place = False  # the old value is read after the update
-        if not in_place:
+        if not _in_place(op):  # not a whole state, or its old value is read after
             spec = TensorSpec(dtype, lay.shape)
             buf = new_buffer(rewriter, "temp", spec)
             whole = new_view(rewriter, buf, Layout.contiguous(spec.shape))
@@ -275,12 +271,7 @@ class LowerUpdateSlice(RewritePattern):
             lay = Layout.contiguous(spec.shape)
         _, src = view_layout(op.update)
         size = src.shape
-        where = f"graph.update_slice at [{', '.join(str(o) for o in op.offset_exprs)}]"
-        for axis, (off, n, full) in enumerate(zip(op.offset_exprs, size, lay.shape,
-                                                  strict=True)):
-            for diff, what in ((off, "offset < 0"), (full - off - n, "past the end")):
-                if not diff.provably_nonnegative():
-                    rewriter.insert(loop.RequireOp(diff, f"{where}: axis {axis} {what}"))
+        _require_update_bounds(rewriter, op, size, lay.shape)
         offset = sum((o * st for o, st in zip(op.offset_exprs, lay.strides, strict=True)),
                      Expr.const(0))
         dst = Layout(tuple(size), lay.offset + offset, lay.strides)
@@ -409,11 +400,75 @@ class LowerFused(RewritePattern):
         root = yielded.value.owner
         base = "fused_" + (root.name.removeprefix("graph.") if isinstance(root, Operation)
                            else "copy")
+        target = _update_target(op)
+        out = None if target is None else target[1]
         key = ("fused", region_key(op), syms, spec,
-               tuple((lay.shape, lay.strides) for lay in layouts))
+               tuple((lay.shape, lay.strides) for lay in layouts),
+               None if out is None else out.strides)
         name = self.lowering.library.lookup(
-            key, base, lambda: build_fused(syms, spec, layouts, op, base))
-        launch_into_temp(rewriter, op, name, operands)
+            key, base, lambda: build_fused(syms, spec, layouts, op, base,
+                                           None if out is None else
+                                           Layout(out.shape, Expr.const(0), out.strides)))
+        if target is None:
+            launch_into_temp(rewriter, op, name, operands)
+            return
+        update, dst, state = target  # the region writes the update's block of the state
+        _require_update_bounds(rewriter, update, g.tensor_type(update.update).dims,
+                               view_layout(update.dest)[1].shape)
+        rewriter.insert(loop.LaunchOp(name, [new_view(rewriter, state, dst), *operands]))
+        reshape = update.update.owner
+        replace_by_view(rewriter, update, state, Layout.contiguous(view_layout(update.dest)[1]
+                                                                   .shape))
+        assert isinstance(reshape, Operation)
+        rewriter.erase(reshape)
+        rewriter.erase(op)
+
+
+def _in_place(update: g.UpdateSliceOp) -> bool:
+    """Whether ``update`` can write its lowered ``dest``'s buffer in place: a whole
+    state buffer whose old value nothing reads after the update."""
+    buf, lay = view_layout(update.dest)
+    owner = buf.owner
+    if not (isinstance(owner, loop.BufferOp) and owner.kind.data == "state"
+            and lay == Layout.contiguous(lay.shape)):
+        return False
+    return all(use.operation is update or not update.is_before_in_block(use.operation)
+               for use in update.dest.uses)
+
+
+def _update_target(op: g.FusedOp) -> tuple[g.UpdateSliceOp, Layout, SSAValue] | None:
+    """The update_slice whose block the region's result only feeds (through a
+    reshape strides can say), performed in place: the region then stores its
+    result straight into that block of the state (its layout there), no
+    temporary and no copy kernel. None otherwise."""
+    use = op.result.get_unique_use()
+    if use is None or not isinstance(use.operation, g.ReshapeOp):
+        return None
+    reshape = use.operation
+    after = reshape.result.get_unique_use()
+    if after is None or not isinstance(after.operation, g.UpdateSliceOp) or after.index != 1:
+        return None
+    update = after.operation
+    if not isinstance(update.dest.type, loop.ViewType) or not _in_place(update):
+        return None
+    state, lay = view_layout(update.dest)
+    offset = sum((o * st for o, st in zip(update.offset_exprs, lay.strides, strict=True)),
+                 Expr.const(0))
+    block = Layout(reshape.result.type.dims, lay.offset + offset, lay.strides)
+    dst = block.reshape(op.result.type.dims)
+    if dst is None:
+        return None
+    return update, dst, state
+
+
+def _require_update_bounds(rewriter: PatternRewriter, op: g.UpdateSliceOp,
+                           size: tuple[Expr, ...], full: tuple[Expr, ...]) -> None:
+    """``0 <= offset`` and ``offset + size <= dim`` on every axis, where not decided."""
+    where = f"graph.update_slice at [{', '.join(str(o) for o in op.offset_exprs)}]"
+    for axis, (off, n, dim) in enumerate(zip(op.offset_exprs, size, full, strict=True)):
+        for diff, what in ((off, "offset < 0"), (dim - off - n, "past the end")):
+            if not diff.provably_nonnegative():
+                rewriter.insert(loop.RequireOp(diff, f"{where}: axis {axis} {what}"))
 
 
 class LowerReturn(RewritePattern):
