@@ -186,9 +186,17 @@ def state_names(op: Operation) -> set[str]:
     ret = block.last_op
     if not isinstance(ret, g.ReturnOp):
         return set()
-    returned = {n: g.tensor_spec(v) for n, v in zip(ret.names, ret.outputs, strict=True)}
+    returned = {n: _spec_of(v) for n, v in zip(ret.names, ret.outputs, strict=True)}
     return {i.arg_name.data for i in block.ops if isinstance(i, g.InputOp)
             and returned.get(i.arg_name.data) == i.result.type.spec}
+
+
+def _spec_of(value: SSAValue) -> TensorSpec:
+    """The dtype and shape of a graph value, lowered (a view) or not."""
+    t = value.type
+    if isinstance(t, loop.ViewType):
+        return TensorSpec(t.dtype.data, t.dims)
+    return g.tensor_spec(value)
 
 
 class LowerSource(RewritePattern):
