@@ -356,12 +356,20 @@ def _index_prologue(outer: loop.ForOp, inner: loop.ForOp) -> list[Operation]:
 
 
 def _perfect_nest(kernel: loop.KernelOp, names: list[str]
-                  ) -> tuple[list[loop.ForOp], list[Operation]]:
+                  ) -> tuple[list[loop.ForOp], list[Operation], list[Operation]]:
+    """The nest outermost first, the index arithmetic between its loops that
+    depends on their indices (sunk into the innermost body) and the one that
+    does not (hoisted before the nest: e.g. a bound ``past + seq`` computed
+    inside the nest)."""
     loops = [find_loop(kernel, n) for n in names]
     by_depth = sorted(loops, key=lambda op: _depth(op))
     prologue: list[Operation] = []
     for outer, inner in itertools.pairwise(by_depth):
         prologue += _index_prologue(outer, inner)
+    ivs = [op.iv for op in loops]
+    hoisted = [op for op in prologue
+               if not any(_depends_on(v, iv) for v in op.operands for iv in ivs)]
+    prologue = [op for op in prologue if op not in hoisted]
     sunk = {r for op in prologue for r in op.results}
     for op in by_depth[1:]:
         if any(_depends_on(b, v) for b in (op.lb, op.ub) for v in sunk):
@@ -378,7 +386,7 @@ def _perfect_nest(kernel: loop.KernelOp, names: list[str]
             if any(_depends_on(bound, iv) for iv in iv_set):
                 raise NotPerfectlyNested(f"reorder: the bounds of '{op.loop_name.data}' "
                                          "depend on another loop of the nest")
-    return by_depth, prologue
+    return by_depth, prologue, hoisted
 
 
 def _depth(op: Operation) -> int:
@@ -396,7 +404,9 @@ def reorder(kernel: loop.KernelOp, names: list[str]) -> None:
     Preconditions: 1. every loop exists (``LoopNotFound``); 2. they form a
     perfect nest (``NotPerfectlyNested``: nothing between them but pure index
     arithmetic, e.g. ``split``'s tile offsets, which moves into the innermost
-    body; bounds independent of the nest's indices and of that arithmetic);
+    body, or arithmetic independent of the nest's indices, e.g. a bound
+    ``past + seq``, which moves before the nest; bounds independent of the
+    nest's indices and of the arithmetic that moves in);
     3. none carries values
     (``CarriesValues``: reordering a sum would reorder its terms) or is
     parallel. Bitwise: each innermost iteration computes its own elements
@@ -404,7 +414,10 @@ def reorder(kernel: loop.KernelOp, names: list[str]) -> None:
     """
     if len(set(names)) != len(names) or len(names) < 2:
         raise ScheduleError(f"reorder: expected at least two distinct loops, got {names}")
-    nest, prologue = _perfect_nest(kernel, names)
+    nest, prologue, hoisted = _perfect_nest(kernel, names)
+    for op in hoisted:  # invariant index arithmetic: before the nest, in order
+        op.detach()
+        _insert_before(nest[0], [op])
     innermost = nest[-1]
     by_name = {op.loop_name.data: op for op in nest}
     body_ops = prologue + [op for op in innermost.body.block.ops

@@ -16,8 +16,15 @@ executes, in the same order, so the result is bitwise the scalar one:
   tile ``T`` when its base is a known multiple of ``W`` and ``W`` divides
   ``T`` (the lanes stay in one tile: a packed weight's column ``n / T``,
   ``n % T``, or ``k / 64``, ``k % 64`` reading heads as one row);
+* a compare of such an index ``base + lane`` with a uniform ``c`` is uniform
+  when it is ``<`` (or ``>=``, either side) and ``base`` and ``c`` are known
+  multiples of ``W``: all ``W`` lanes lie on one side of ``c`` (a
+  concatenation's select of its part, e.g. RoPE's halves, read by vectors
+  within one part); it is computed once on the base;
 * a loop nested in the vectorized one keeps its order; its loop-carried
-  values become vectors, so lane ``l`` sums its own terms in the scalar order.
+  values become vectors, so lane ``l`` sums its own terms in the scalar order
+  (a nested lanes loop of symbolic trip count gets its partials explicit:
+  ``_Builder``).
 
 Refused, leaving the kernel untouched (each a ``ScheduleError`` subclass):
 a loop that carries values itself (a reduction across lanes), integer index
@@ -218,6 +225,8 @@ class _Analysis:
             return
         elif op.results and isinstance(op.results[0].type, IndexType):
             self.index[op.results[0]] = self.index_op(op)
+        elif isinstance(op, arith.CmpiOp) and any(self.varies(v) for v in op.operands):
+            self.uniform_compare(op)
         elif isinstance(op, (*_FLOAT_BINARY, *_FLOAT_UNARY, *_FLOAT_TERNARY, arith.CmpfOp,
                              arith.SelectOp)) or _is_widening(op):
             if any(self.varies(v) for v in op.operands):
@@ -252,6 +261,25 @@ class _Analysis:
                 return Lane(1, math.gcd(operands[0].align, tile))
         raise LaneIndexArithmetic(f"{self.where}: {op.name} makes an index that differs "
                                   "per lane in a way no vector load can follow")
+
+    def uniform_compare(self, op: arith.CmpiOp) -> None:
+        """Accept ``base + lane < c`` (``slt``; ``sge`` its negation; either side)
+        when ``base`` and ``c`` are known multiples of the width: every lane then
+        compares as lane 0 does (``base + l < c`` iff ``base < c`` for ``l`` in
+        ``[0, W)``), so the compare is uniform, computed once on the base. This
+        is a concatenation's select of its part (``d < 32``) read in whole
+        vectors of one part."""
+        pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+        lhs, rhs = self.lane(op.lhs), self.lane(op.rhs)
+        if (lhs.coef, rhs.coef) == (0, 1):  # c > x is x < c; c <= x is x >= c
+            lhs, rhs = rhs, lhs
+            pred = {"sgt": "slt", "sle": "sge"}.get(pred, "")
+        if not (pred in ("slt", "sge") and (lhs.coef, rhs.coef) == (1, 0)
+                and op.lhs not in self.varying and op.rhs not in self.varying
+                and lhs.align % self.width == 0 and rhs.align % self.width == 0):
+            raise LaneIndexArithmetic(f"{self.where}: arith.cmpi on lane-varying values has "
+                                      "no exact integer form (only base + lane < c with "
+                                      f"base and c multiples of {self.width} is uniform)")
 
     def access(self, op: Operation, ptr: SSAValue, indices: tuple[SSAValue, ...] | list,
                strides: tuple) -> int | None:
@@ -308,7 +336,21 @@ class _Analysis:
 
 
 class _Builder:
-    """Builds the vector body from a checked analysis."""
+    """Builds the vector body from a checked analysis.
+
+    A nested lanes loop of ``L`` lanes whose partials become vectors and whose
+    trip count ``n`` is symbolic (``_explicit_partials``) is built with its
+    partials explicit, in the order ``loop.ForOp`` defines: a loop ``k`` over
+    the whole groups (step ``L``, ``L`` copies of the body, copy ``l``
+    updating partial ``l``, all ``L`` partials carried), then ``L - 1``
+    copies for the iterations after them (iteration ``J + l``, ``J = lb + L *
+    floor(n / L)``, updates partial ``l`` under a ``loop.if`` on ``J + l <
+    ub``, uniform), then the tree's adds (per bit, in its order: partial
+    ``j`` + partial ``j | 1 << bit``, the lower on the left). Every partial
+    adds the same terms in the same order, so the bits are the lanes loop's;
+    the C of a symbolic lanes loop otherwise keeps its vector partials in an
+    array indexed at run time (memory), these stay in registers.
+    """
 
     def __init__(self, analysis: _Analysis) -> None:
         self.a = analysis
@@ -397,9 +439,80 @@ class _Builder:
         for old, res in zip(op.res, new.res, strict=True):
             self.map[old] = res
 
+    def lanes_copy(self, op: loop.ForOp, index: SSAValue, carried: list[SSAValue],
+                   into: Block) -> list[SSAValue]:
+        """``op``'s body at ``index`` from the partials ``carried``, built into
+        ``into``; what it yields (vectors where the partials vary)."""
+        self.map[op.iv] = index
+        for arg, value in zip(op.iter_args, carried, strict=True):
+            self.map[arg] = value
+        for inner in op.body.block.ops:
+            if not isinstance(inner, loop.YieldOp):
+                self.op(inner, into)
+        last = op.body.block.last_op
+        assert isinstance(last, loop.YieldOp)
+        return [self.vec(v, into) if arg in self.a.varying else self.get(v)
+                for arg, v in zip(op.iter_args, last.values, strict=True)]
+
+    def explicit_lanes(self, op: loop.ForOp, inits: list[SSAValue], into: Block) -> None:
+        """A nested lanes loop with its partials explicit (the class docstring)."""
+        order = op.lane_order
+        assert order is not None
+        lanes, m = order.lanes, len(inits)
+        lb, ub = self.get(op.lb), self.get(op.ub)
+        count = arith.ConstantOp(IntegerAttr(lanes, IndexType()))
+        n = arith.SubiOp(ub, lb)
+        groups = arith.DivSIOp(n, count)
+        span = arith.MuliOp(groups, count)
+        whole = arith.AddiOp(lb, span)
+        into.add_ops([count, n, groups, span, whole])
+        flat = [inits[c] for _ in range(lanes) for c in range(m)]  # lane-major
+        body = Block(arg_types=[IndexType(), *[v.type for v in flat]])
+        partials: list[list[SSAValue]] = [[body.args[1 + lane * m + c] for lane in range(lanes)]
+                                          for c in range(m)]
+        for lane in range(lanes):
+            index: SSAValue = body.args[0]
+            if lane:
+                offset = arith.ConstantOp(IntegerAttr(lane, IndexType()))
+                shifted = arith.AddiOp(index, offset)
+                body.add_ops([offset, shifted])
+                index = shifted.result
+            new = self.lanes_copy(op, index, [partials[c][lane] for c in range(m)], body)
+            for c in range(m):
+                partials[c][lane] = new[c]
+        body.add_op(loop.YieldOp(*[partials[c][lane] for lane in range(lanes)
+                                   for c in range(m)]))
+        main = loop.ForOp(op.loop_name.data, lb, whole.result, body, flat, lanes)
+        into.add_op(main)
+        partials = [[main.res[lane * m + c] for lane in range(lanes)] for c in range(m)]
+        for lane in range(lanes - 1):  # the iterations after the whole groups
+            offset = arith.ConstantOp(IntegerAttr(lane, IndexType()))
+            index_op = arith.AddiOp(whole, offset)
+            cond = arith.CmpiOp(index_op, ub, "slt")
+            into.add_ops([offset, index_op, cond])
+            then, other = Block(), Block()
+            old = [partials[c][lane] for c in range(m)]
+            then.add_op(loop.YieldOp(*self.lanes_copy(op, index_op.result, old, then)))
+            other.add_op(loop.YieldOp(*old))
+            branch = loop.IfOp(cond.result, [v.type for v in old], then, other)
+            into.add_op(branch)
+            for c in range(m):
+                partials[c][lane] = branch.res[c]
+        for c in range(m):
+            live: dict[int, SSAValue] = dict(enumerate(partials[c]))
+            for bit in order.tree:
+                adds = {j: arith.AddfOp(live[j], live[j | 1 << bit]) for j in sorted(live)
+                        if not j & 1 << bit}
+                into.add_ops(list(adds.values()))
+                live = {j: add.result for j, add in adds.items()}
+            self.map[op.res[c]] = live[0]
+
     def nested_for(self, op: loop.ForOp, into: Block) -> None:
         inits = [self.vec(v, into) if arg in self.a.varying else self.get(v)
                  for arg, v in zip(op.iter_args, op.inits, strict=True)]
+        if _explicit_partials(op, self.a.varying):
+            self.explicit_lanes(op, inits, into)
+            return
         body = Block(arg_types=[IndexType(), *[v.type for v in inits]])
         self.map[op.iv] = body.args[0]
         for old, arg in zip(op.iter_args, body.args[1:], strict=True):
@@ -419,6 +532,18 @@ class _Builder:
             self.map[old] = res
 
 
+def _explicit_partials(op: loop.ForOp, varying: set[SSAValue]) -> bool:
+    """A nested lanes loop whose partial sums become vectors, with a trip count
+    that is not a constant (the context's sum over the positions), the default
+    order (halving tree, no tail) and no loop inside: its partials are made
+    explicit (``_Builder.explicit_lanes``)."""
+    order = op.lane_order
+    return (order is not None and order.tail == order.lanes and order.halving
+            and any(arg in varying for arg in op.iter_args)
+            and (_const(op.lb) is None or _const(op.ub) is None)
+            and not any(isinstance(inner, loop.ForOp) for inner in op.body.walk()))
+
+
 def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     """Run ``width`` consecutive iterations of loop ``name`` as vector lanes
     (main loop with step ``width``, scalar tail ``<name>_tail``).
@@ -427,14 +552,16 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     when one fails): 1. the loop exists (``LoopNotFound``), has step 1 and
     ``width`` is 4, 8 or 16; 2. it carries no values (``CrossLaneReduction``);
     3. lane-varying index arithmetic is ``base + lane`` or a divide/remainder
-    by an aligned tile (``LaneIndexArithmetic``); 4. lane-varying addresses
-    have stride 1 (``NonContiguous``); 5. every store's address depends on the
-    lane (``UniformStore``); 6. no ``loop.if``/``loop.check`` depends on the
-    lane (``LaneBranch``); 7. lane-varying values are f32 with float ops
-    (``NoVectorForm``), or bf16 and i8 loads only widened to f32; 8. the
-    tail's loop names are free when there is a tail (``NameTaken``);
-    9. the loop loads no argument the kernel writes (``ReadsOwnWrites``: a
-    recurrence through memory would read stale lanes).
+    by an aligned tile, and a compare of it the uniform ``base + lane < c``
+    with ``base`` and ``c`` multiples of ``width`` (``LaneIndexArithmetic``);
+    4. lane-varying addresses have stride 1 (``NonContiguous``); 5. every
+    store's address depends on the lane (``UniformStore``); 6. no
+    ``loop.if``/``loop.check`` depends on the lane (``LaneBranch``); 7.
+    lane-varying values are f32 with float ops (``NoVectorForm``), or bf16
+    and i8 loads only widened to f32; 8. the tail's loop names are free when
+    there is a tail (``NameTaken``); 9. the loop loads no argument the
+    kernel writes (``ReadsOwnWrites``: a recurrence through memory would read
+    stale lanes).
 
     A lanes loop (``_vectorize_lanes``) instead needs: ``width`` divides its
     lanes (``RaggedLanes``) and its tail's lanes, and its tree combines the

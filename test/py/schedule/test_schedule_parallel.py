@@ -139,8 +139,9 @@ def test_default_schedules_parallelize_the_matmuls(arch: Arch) -> None:
     kernels = [op for op in scheduled.ops if isinstance(op, loop.KernelOp)]
     parallel_kernels = sorted(k.sym_name.data for k in kernels if any(
         isinstance(f, loop.ForOp) and f.parallel is not None for f in k.walk()))
-    # q, k/v, o and down projections, gate/up, LM head, scores, context
-    assert len(parallel_kernels) == 8
+    # q, k/v, o and down projections, gate/up, LM head, scores, context; the
+    # softmax rows (per head) and the RoPE tables cos, sin (per chunk of positions)
+    assert len(parallel_kernels) == 11, parallel_kernels
     # no packed copies: every weight is read where it lies
     assert not [b for p in scheduled.ops if isinstance(p, loop.ProgramOp)
                 for b in p.buffers() if b.kind.data == "packed"]
@@ -148,13 +149,16 @@ def test_default_schedules_parallelize_the_matmuls(arch: Arch) -> None:
     matmul_k = {k.sym_name.data: _matmul_k(k) for k in kernels if _matmul_k(k) is not None}
     assert len(matmul_k) == 8, sorted(matmul_k)
     # q, k/v, o, gate/up, down, LM head and the scores: k's 16 lanes as vectors
-    # (k steps by 16); the context: the columns as vector lanes, k still a lanes
-    # loop whose partial sums are vectors
-    by_lanes = sorted(name for name, k in matmul_k.items()
-                      if k.lanes is None and k.step.data == 16
-                      and all(str(v.type) == vector for v in k.inits))
+    # (k steps by 16); the context: the columns as vector lanes (d2 steps by the
+    # width), k's 16 partial sums 16 explicit vectors (k steps by 16 over the
+    # whole groups of the symbolic positions)
     in_columns = sorted(name for name, k in matmul_k.items()
-                        if k.lanes is not None and all(str(v.type) == vector for v in k.inits))
+                        if isinstance(d2 := k.parent_op(), loop.ForOp)
+                        and d2.step.data == arch.f32_lanes
+                        and [str(v.type) for v in k.inits] == [vector] * 16)
+    by_lanes = sorted(name for name, k in matmul_k.items()
+                      if k.lanes is None and k.step.data == 16 and name not in in_columns
+                      and all(str(v.type) == vector for v in k.inits))
     assert len(by_lanes) == 7, by_lanes
     assert len(in_columns) == 1, in_columns
 
