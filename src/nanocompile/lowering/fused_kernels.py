@@ -54,6 +54,7 @@ _UNARY: dict[type[Operation], str] = {g.NegOp: "neg", g.ExpOp: "exp", g.SqrtOp: 
                                       g.CosOp: "cos", g.RoundOp: "round"}
 _REDUCE: dict[type[Operation], str] = {g.ReduceSumOp: "sum", g.ReduceMaxOp: "max"}
 _VIEWS = (g.PermuteOp, g.BroadcastOp, g.SliceOp, g.ReshapeOp)  # read through by index
+_EXPENSIVE = (g.ExpOp, g.SinOp, g.CosOp)  # worth a store and a load to compute once
 
 WIDENED = ("bf16", "i8")  # weight data a cast widens exactly to f32 where it is read
 Key = tuple[SSAValue, tuple[SSAValue, ...]]
@@ -104,6 +105,11 @@ class RegionEmitter:
         self.args = {a: i + 1 for i, a in enumerate(fused.block.args)}
         self.layouts = list(layouts)
         self.scopes: list[dict[Key, SSAValue]] = [{}]
+        # values a row reduction's loop stores into the result (argument 0) as it
+        # sums them, by reduction; once stored, ``materialized`` reads them back
+        # there instead of computing them again (softmax's exp: ``_stored_terms``)
+        self.store_terms: dict[Operation, SSAValue] = {}
+        self.materialized: set[SSAValue] = set()
 
     # -- memo scopes ----------------------------------------------------------
     def lookup(self, key: Key) -> SSAValue | None:
@@ -161,8 +167,8 @@ class RegionEmitter:
         ``_compute`` emits with their own loops and branches."""
         value, idx = key
         op = value.owner
-        if not isinstance(op, Operation):
-            return []
+        if not isinstance(op, Operation) or value in self.materialized:
+            return []  # read from memory: nothing of its own to emit first
         if isinstance(op, g.WhereOp):
             return [(op.cond, idx), (op.lhs, idx), (op.rhs, idx)]
         if type(op) in _BINARY or type(op) in _UNARY or isinstance(op, g.LessEqualOp
@@ -184,6 +190,8 @@ class RegionEmitter:
 
     def _compute(self, value: SSAValue, idx: list[SSAValue]) -> SSAValue:
         kb = self.kb
+        if value in self.materialized:  # stored by a row reduction: read it back
+            return kb.load(0, idx)
         if isinstance(value, BlockArgument):
             arg = self.args[value]
             return kb.load_at(arg, idx, self.layouts[arg - 1].strides)
@@ -292,10 +300,15 @@ class RegionEmitter:
         dtype = src_type.dtype.data
         init = self.kb.const(identity(kind, dtype), dtype)
 
+        stored = self.store_terms.get(op)
+
         @self.scoped
         def step(k: SSAValue, acc: SSAValue) -> SSAValue:
             at = [k if d == axis else i for d, i in enumerate(idx)]
-            return emit_accumulate(self.kb, kind, acc, self.emit(src, at))
+            term = self.emit(src, at)
+            if stored is not None:
+                self.kb.store(term, 0, at)
+            return emit_accumulate(self.kb, kind, acc, term)
 
         order = op.order_name if isinstance(op, g.ReduceSumOp) else None
         lanes = reduce_lanes(kind, dtype, order)
@@ -412,10 +425,13 @@ def build_fused(symbols: Sequence[str], spec: TensorSpec, layouts: Sequence[Layo
         store_at([])
         return kb.finish(name)
     hoist = _row_invariants(fused, shape)
+    em.store_terms = {} if matmuls else _stored_terms(fused, shape, hoist)
 
     def row(ivs: list[SSAValue]) -> None:
+        em.materialized = set()
         for value in hoist:
             em.emit(value, [*ivs, kb.index(0)])
+        em.materialized = set(em.store_terms.values())
         kb.loop_nest([shape[-1]], em.scoped(lambda j: store_at([*ivs, *j])),
                      names=[f"d{len(shape) - 1}"])
 
@@ -427,6 +443,33 @@ def _id_check(em: RegionEmitter, op: g.GatherOp) -> Callable[[list[SSAValue]], N
     def check(ivs: list[SSAValue]) -> None:
         em.check_ids(op, ivs)
     return check
+
+
+def _stored_terms(fused: g.FusedOp, shape: Sequence[Expr],
+                  hoist: Sequence[SSAValue]) -> dict[Operation, SSAValue]:
+    """The row sums whose terms the row's store computes again (softmax's
+    ``exp(x - max)``, summed, then divided by the sum): an expensive elementwise
+    value of the result's shape, read as it is (no view) by the sum over the
+    last axis and by one elementwise op, nothing else. The sum's loop stores
+    each term into the result as it adds it, and the store reads it back: the
+    same values (each term is computed once either way), the exp computed once
+    per element instead of twice."""
+    out: dict[Operation, SSAValue] = {}
+    hoisted = {v.owner for v in hoist}
+    for op in fused.block.ops:
+        if not (isinstance(op, g.ReduceSumOp) and op in hoisted):
+            continue
+        src = op.operand
+        owner = src.owner
+        if (not isinstance(owner, _EXPENSIVE) or g.tensor_type(src).dims != tuple(shape)
+                or op.axis.data != len(shape) - 1):
+            continue
+        users = [u.operation for u in src.uses if u.operation is not op]
+        if len(users) == 1 and (type(users[0]) in _BINARY or type(users[0]) in _UNARY):
+            out[op] = src
+    if len(out) > 1:
+        return {}  # one stored term at most: the result holds one value per element
+    return out
 
 
 def _row_invariants(fused: g.FusedOp, shape: Sequence[Expr]) -> list[SSAValue]:

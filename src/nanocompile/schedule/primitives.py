@@ -49,13 +49,31 @@ class ReadsOwnWrites(ScheduleError):
 
 
 def check_no_own_reads(kernel: loop.KernelOp, target: loop.ForOp, where: str) -> None:
-    """Raise ``ReadsOwnWrites`` if ``target`` loads from an argument the kernel writes."""
+    """Raise ``ReadsOwnWrites`` if ``target`` loads from an argument the kernel
+    writes, unless the load is an in-place update of the iteration's own
+    element: every store to that argument in ``target`` has the load's indices
+    and strides, one of which is ``target``'s own index with a nonzero stride
+    (each iteration reads and writes only its element, which no other
+    iteration touches: a softmax's store loop dividing the terms its sum
+    loop stored)."""
     written = {a for a, m in zip(kernel.args, kernel.modes, strict=True) if m == "w"}
+    iv = target.body.block.args[0]
     for op in target.body.walk():
-        if isinstance(op, loop.LoadOp) and op.ptr in written:
+        if isinstance(op, loop.LoadOp) and op.ptr in written and not _own_element(op, target,
+                                                                                  iv):
             index = kernel.args.index(op.ptr)
             raise ReadsOwnWrites(f"{where}: loop '{target.loop_name.data}' loads from "
                                  f"argument #{index}, which the kernel writes")
+
+
+def _own_element(load: loop.LoadOp, target: loop.ForOp, iv: SSAValue) -> bool:
+    address = (tuple(load.indices), load.stride_exprs)
+    if not any(i is iv and st != 0 for i, st in zip(load.indices, load.stride_exprs,
+                                                    strict=True)):
+        return False
+    stores = [op for op in target.body.walk()
+              if isinstance(op, loop.StoreOp) and op.ptr is load.ptr]
+    return all((tuple(st.indices), st.stride_exprs) == address for st in stores)
 
 
 def arg_label(ptr: SSAValue) -> str:
