@@ -20,6 +20,7 @@ emitter never changes the IR, and the same module always prints the same C.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -121,6 +122,32 @@ def float_literal(value: float) -> str:
         else f"{value.hex()}f"
 
 
+# Shape symbols are C identifiers as they are: the target's own names (values
+# v<N>, indices i<N>, buffers b<N>, kernels and helpers nc_*, the entry's
+# parameters) and C's keywords cannot be symbols (``check_symbol``).
+_ENTRY_NAMES = frozenset({"syms", "io", "arena", "temp_offsets", "ns"})
+_C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto "
+    "if inline int long register restrict return short signed sizeof static struct switch "
+    "typedef union unsigned void volatile while _Bool _Complex _Imaginary".split())
+_GENERATED = re.compile(r"^(?:[vib][0-9]+|nc_.*|nck_.*|__.*)$")
+
+
+class SymbolNameError(ValueError):
+    """A shape symbol's name is taken in C (by the target or the language)."""
+
+
+def check_symbol(name: str) -> str:
+    """``name``, if it can be a C identifier beside the target's own names."""
+    if (not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in _ENTRY_NAMES
+            or name in _C_KEYWORDS or _GENERATED.match(name)):
+        raise SymbolNameError(
+            f"C target: the shape symbol '{name}' cannot be a C identifier here (a C keyword, "
+            "one of the entry's parameters syms/io/arena/temp_offsets/ns, or a name of the "
+            "target's own: v<N>, i<N>, b<N>, nc_*, nck_*, __*); rename it")
+    return name
+
+
 def expr_c(e: Expr) -> str:
     """A shape expression over the ``int64_t`` symbol parameters."""
     if e.is_const:
@@ -215,7 +242,7 @@ class CEmitter:
             f.names[arg] = f"p{i}"
             types[arg] = f"{qual}{ctype} *restrict"
             params.append(f"{qual}{ctype} *restrict p{i}")
-        params += [f"const int64_t {s}" for s in kernel.symbols]
+        params += [f"const int64_t {check_symbol(s)}" for s in kernel.symbols]
         f.lines.append(f"static __attribute__((noinline)) int32_t "
                        f"{kernel_c_name(kernel.sym_name.data)}"
                        f"({', '.join(params)}) {{")
@@ -246,8 +273,8 @@ class CEmitter:
                 f.lines.append(f"{pad}{f[op.ptr]}[{idx}] = {f[op.value]};")
             return
         if isinstance(op, loop.CheckOp):
-            fail = (f"{{ __atomic_store_n(&ctx->rc, {op.code.data}, __ATOMIC_RELAXED); return; }}"
-                    if f.in_task else f"return {op.code.data};")
+            fail = (f"{{ __atomic_store_n(&nc_task_ctx_->nc_rc_, {op.code.data}, "
+                    "__ATOMIC_RELAXED); return; }" if f.in_task else f"return {op.code.data};")
             f.lines.append(f"{pad}if (!{f[op.cond]}) {fail}")
             return
         if isinstance(op, loop.YieldOp):
@@ -311,25 +338,25 @@ class CEmitter:
         fields = [(f[v], _c_decl(v, f)) for v in free]
         fields += [(sym, "int64_t") for sym in f.symbols]  # symbolic strides name them
         head = [f"struct {struct} {{"] + [f"  {decl} {name};" for name, decl in fields]
-        head += ["  int32_t rc;", "};", "",
-                 f"static void {task}(void *ctx_, int64_t b_, int64_t e_) {{",
-                 f"  struct {struct} *ctx = ctx_;"]
+        head += ["  int32_t nc_rc_;", "};", "",
+                 f"static void {task}(void *nc_arg_, int64_t nc_b_, int64_t nc_e_) {{",
+                 f"  struct {struct} *nc_task_ctx_ = nc_arg_;"]
         local = {name: decl if v is None else (f.types or {}).get(v, decl) for (name, decl), v in
                  zip(fields, [*free, *([None] * len(f.symbols))], strict=True)}
-        head += [f"  const {decl} {name} = ctx->{name};" if decl == "int64_t" else
-                 f"  {local[name]} {name} = ctx->{name};" for name, decl in fields]
+        head += [f"  const {decl} {name} = nc_task_ctx_->{name};" if decl == "int64_t" else
+                 f"  {local[name]} {name} = nc_task_ctx_->{name};" for name, decl in fields]
         head += [f"  (void){sym};" for sym in f.symbols]
         body = _Function(f.names, [], f.counter, f.kernel, f.types, f.tasks, in_task=True,
                          symbols=f.symbols)
         iv = body.fresh(op.iv, "i")
         step = op.step.data
         if step == 1:
-            body.lines.append(f"  for (int64_t {iv} = {f[op.lb]} + b_; {iv} < {f[op.lb]} + e_; "
-                              f"++{iv}) {{  /* {op.loop_name.data} (parallel) */")
+            body.lines.append(f"  for (int64_t {iv} = {f[op.lb]} + nc_b_; {iv} < {f[op.lb]} + "
+                              f"nc_e_; ++{iv}) {{  /* {op.loop_name.data} (parallel) */")
         else:  # chunks count iterations; iteration j is index lb + j * step
-            body.lines.append(f"  for (int64_t j_ = b_; j_ < e_; ++j_) {{  "
+            body.lines.append(f"  for (int64_t nc_j_ = nc_b_; nc_j_ < nc_e_; ++nc_j_) {{  "
                               f"/* {op.loop_name.data} (parallel, step {step}) */")
-            body.lines.append(f"  const int64_t {iv} = {f[op.lb]} + j_ * INT64_C({step});")
+            body.lines.append(f"  const int64_t {iv} = {f[op.lb]} + nc_j_ * INT64_C({step});")
         for inner in op.body.block.ops:
             self._emit_op(inner, body, 2)
         body.lines.append("  }")
@@ -337,13 +364,14 @@ class CEmitter:
         assert f.tasks is not None
         f.tasks.append("\n".join([*head, *body.lines, "}", ""]) + "\n")
         init = ", ".join(f".{name} = {name}" for name, _ in fields)
-        f.lines.append(f"{pad}struct {struct} ctx{n} = {{{init}{', ' if init else ''}.rc = 0}};")
+        f.lines.append(f"{pad}struct {struct} nc_ctx{n}_ = {{{init}{', ' if init else ''}"
+                       ".nc_rc_ = 0};")
         trips = (f"{f[op.ub]} - {f[op.lb]}" if op.step.data == 1 else
                  f"({f[op.ub]} - {f[op.lb]} + INT64_C({op.step.data - 1})) / "
                  f"INT64_C({op.step.data})")
         assert op.parallel is not None  # _emit_for sends only parallel loops here
-        f.lines.append(f"{pad}nc_parallel_for({trips}, {op.parallel.data}, {task}, &ctx{n});")
-        f.lines.append(f"{pad}if (ctx{n}.rc != 0) return ctx{n}.rc;")
+        f.lines.append(f"{pad}nc_parallel_for({trips}, {op.parallel.data}, {task}, &nc_ctx{n}_);")
+        f.lines.append(f"{pad}if (nc_ctx{n}_.nc_rc_ != 0) return nc_ctx{n}_.nc_rc_;")
 
     def _emit_for(self, op: loop.ForOp, f: _Function, depth: int) -> None:
         pad = "  " * depth
@@ -568,7 +596,8 @@ class CEmitter:
     def _program_prologue(self, program: loop.ProgramOp, consts: list[str]) -> list[str]:
         name = program.sym_name.data
         self._buffer_names: dict[SSAValue, str] = {}
-        body = [f"  const int64_t {s} = syms[{i}];" for i, s in enumerate(program.symbols)]
+        body = [f"  const int64_t {check_symbol(s)} = syms[{i}];"
+                for i, s in enumerate(program.symbols)]
         body += [f"  (void){s};" for s in program.symbols]
         body.append("  (void)syms; (void)io; (void)arena; (void)temp_offsets;")
         for k, req in enumerate(program.requirements()):
@@ -592,7 +621,7 @@ class CEmitter:
                 body.append(f"  {ctype} *const {bname} = ({ctype} *)io[{n_io}];"
                             f"  /* {kind} {buf.buffer_name.data} */")
                 n_io += 1
-        body.append("  int32_t rc;")
+        body.append("  int32_t nc_rc_;")
         return body
 
     def _launches(self, program: loop.ProgramOp, profile: bool) -> list[str]:
@@ -601,8 +630,8 @@ class CEmitter:
         what lies between the launches included) in ``ns[launches]``."""
         names = self._buffer_names
         kernels = _kernels_by_name(program)
-        body = ["  struct timespec t0, t1, start;",
-                "  clock_gettime(CLOCK_MONOTONIC, &start);"] if profile else []
+        body = ["  struct timespec nc_t0_, nc_t1_, nc_start_;",
+                "  clock_gettime(CLOCK_MONOTONIC, &nc_start_);"] if profile else []
         for index, launch in enumerate(program.launches()):
             args = []
             for view in launch.views:
@@ -614,16 +643,16 @@ class CEmitter:
             args += list(kernels[launch.kernel_name].symbols)
             call = f"{kernel_c_name(launch.kernel_name)}({', '.join(args)})"
             if profile:
-                body.append("  clock_gettime(CLOCK_MONOTONIC, &t0);")
-            body.append(f"  if ((rc = {call}) != 0) return {index} * 256 + rc;")
+                body.append("  clock_gettime(CLOCK_MONOTONIC, &nc_t0_);")
+            body.append(f"  if ((nc_rc_ = {call}) != 0) return {index} * 256 + nc_rc_;")
             if profile:
-                body.append("  clock_gettime(CLOCK_MONOTONIC, &t1);")
-                body.append(f"  ns[{index}] = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + "
-                            "(t1.tv_nsec - t0.tv_nsec);")
+                body.append("  clock_gettime(CLOCK_MONOTONIC, &nc_t1_);")
+                body.append(f"  ns[{index}] = (int64_t)(nc_t1_.tv_sec - nc_t0_.tv_sec) "
+                            "* 1000000000 + (nc_t1_.tv_nsec - nc_t0_.tv_nsec);")
         if profile:
-            body.append("  clock_gettime(CLOCK_MONOTONIC, &t1);")
-            body.append(f"  ns[{len(program.launches())}] = (int64_t)(t1.tv_sec - start.tv_sec) "
-                        "* 1000000000 + (t1.tv_nsec - start.tv_nsec);")
+            body.append("  clock_gettime(CLOCK_MONOTONIC, &nc_t1_);")
+            body.append(f"  ns[{len(program.launches())}] = (int64_t)(nc_t1_.tv_sec - "
+                        "nc_start_.tv_sec) * 1000000000 + (nc_t1_.tv_nsec - nc_start_.tv_nsec);")
         return body
 
 

@@ -23,6 +23,6 @@ builtin.module {
 // CHECK:      loop.for "d0" %{{.*}} = %{{.*}} to %{{.*}} parallel 16 {
 // CHECK-NEXT:   loop.for "d1"
 // CHECK-NOT:  sched.
-// C:          static void nck_k_task0(void *ctx_, int64_t b_, int64_t e_) {
-// C:            for (int64_t [[I:i[0-9]+]] = v1 + b_; [[I]] < v1 + e_; ++[[I]]) {  /* d0 (parallel) */
-// C:          nc_parallel_for(v0 - v1, 16, nck_k_task0, &ctx0);
+// C:          static void nck_k_task0(void *nc_arg_, int64_t nc_b_, int64_t nc_e_) {
+// C:            for (int64_t [[I:i[0-9]+]] = v1 + nc_b_; [[I]] < v1 + nc_e_; ++[[I]]) {  /* d0 (parallel) */
+// C:          nc_parallel_for(v0 - v1, 16, nck_k_task0, &nc_ctx0_);

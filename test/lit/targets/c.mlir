@@ -49,4 +49,4 @@ builtin.module {
 // CHECK:        const int64_t seq = syms[0];
 // CHECK:        float *const b0 = (float *)io[0];  /* input x */
 // CHECK:        float *const b1 = (float *)io[1];  /* output o */
-// CHECK:        if ((rc = nck_neg_sum(b1, b0, b0, seq)) != 0) return 0 * 256 + rc;
+// CHECK:        if ((nc_rc_ = nck_neg_sum(b1, b0, b0, seq)) != 0) return 0 * 256 + nc_rc_;
