@@ -51,7 +51,7 @@ from xdsl.dialects.builtin import ModuleOp
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.frontend import composites as C
 from nanocompile.frontend.tensor import GraphBuilder, Tensor, concat, gather, update_slice
-from nanocompile.ir.symbolic import Expr
+from nanocompile.ir.symbolic import Expr, ExprLike
 
 SEQ, PAST, CAPACITY = Expr.sym("seq"), Expr.sym("past"), Expr.sym("capacity")
 
@@ -125,7 +125,7 @@ def _attention(ctx: _Context, i: int, h: Tensor) -> tuple[Tensor, Tensor, Tensor
     k = C.apply_rope(C.split_heads(k, nkv, d), ctx.cos, ctx.sin).named(f"k{i}")
     v = C.split_heads(v, nkv, d).named(f"v{i}")
     if ctx.opts.kv == "state":
-        at = [i, 0, PAST, 0]
+        at: list[ExprLike] = [i, 0, PAST, 0]
         ctx.past_keys = update_slice(ctx.past_keys, k.reshape(1, nkv, SEQ, d), at)
         ctx.past_values = update_slice(ctx.past_values, v.reshape(1, nkv, SEQ, d), at)
         keys = ctx.past_keys.slice(0, i, i + 1).slice(2, 0, PAST + SEQ)
