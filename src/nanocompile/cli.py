@@ -269,7 +269,9 @@ def _closing_line(result: GenerationResult, sampler: Sampler) -> str:
              else "n/a (no decode step)")
     return (f"{PROG}: {_count(len(result.token_ids), 'token')} generated "
             f"(stop: {result.stop_reason.replace('_', ' ')}) | "
-            f"prefill {_count(result.prompt_tokens, 'token')} in "
+            f"prefill {_count(result.prompt_tokens, 'token')}"
+            f"{f' ({result.cached_prompt_tokens} cached)' if result.cached_prompt_tokens else ''}"
+            " in "
             f"{result.prefill_seconds:.3f} s | decode {speed} | {_how(sampler)}")
 
 

@@ -10,8 +10,10 @@ prompt the Python API renders for the messages the turn should have sent
 Every wait is bounded and fails loudly with the transcript; nothing asserts
 a speed.
 
-Not here: the KV cache reused across turns (only the new turn prefilled),
-which waits for issue 19's prefix reuse.
+The KV cache is reused across turns (issue 19's prefix reuse): the closing
+line's "(M cached)" is compared with the longest common prefix of the turn's
+prompt and the tokens the turn before ran (its prompt and the reply tokens
+fed back), computed here from the API's own ids.
 """
 
 from __future__ import annotations
@@ -124,10 +126,19 @@ class Pty:
             os.close(self.master)
 
 
+CLOSING = (r"(\d+) tokens? generated \(stop: ([a-z ]+)\) \| prefill (\d+) tokens?"
+           r"(?: \((\d+) cached\))? in ")
+
+
 def closing(pty: Pty) -> tuple[int, str, int]:
     """The next turn's closing line: tokens generated, stop reason, prompt tokens."""
-    found = pty.expect(r"(\d+) tokens? generated \(stop: ([a-z ]+)\) \| prefill (\d+) tokens? in ")
+    found = pty.expect(CLOSING)
     return int(found.group(1)), found.group(2), int(found.group(3))
+
+
+def cached_of(line: re.Match[str]) -> int:
+    """The prompt tokens a closing line says came from the cache (0: none)."""
+    return int(line.group(4) or 0)
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +250,76 @@ def test_reset_and_system_commands(tiny_snapshot: Path, model: Model,
     prefills = [int(re.search(r"prefill (\d+) tokens", e).group(1))  # type: ignore[union-attr]
                 for e in err if "generated" in e]
     assert prefills == [brief.prompt_tokens, brief.prompt_tokens, plain.prompt_tokens]
+
+
+def _expected_cached(model: Model, first: list[dict[str, str]], reply_ids: list[int],
+                     second: list[dict[str, str]]) -> int:
+    """What the second turn finds in the cache, computed here: the longest common
+    prefix of its prompt and the first turn's prompt plus the reply tokens fed
+    back (all but the last generated one), at most its prompt minus one."""
+    ran = model.chat_ids(first) + reply_ids[:-1]
+    prompt = model.chat_ids(second)
+    n = 0
+    while n < min(len(ran), len(prompt)) and ran[n] == prompt[n]:
+        n += 1
+    return min(n, len(prompt) - 1)
+
+
+def test_the_second_turn_prefills_only_its_own_tokens(
+        tiny_snapshot: Path, model: Model, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, err = chat(tiny_snapshot, "hello\nand more\n", capsys, monkeypatch, "--max-tokens", "4")
+    lines = [m for line in err if (m := re.search(CLOSING, line))]
+    assert len(lines) == 2, err
+    first = [{"role": "user", "content": "hello"}]
+    model.reuse_prefix = False
+    try:
+        reply = model.chat(first, max_tokens=4)
+    finally:
+        model.reuse_prefix = True
+    assert cached_of(lines[0]) == 0
+    second = [*first, {"role": "assistant", "content": reply.text},
+              {"role": "user", "content": "and more"}]
+    want = _expected_cached(model, first, reply.token_ids, second)
+    assert want >= len(model.chat_ids(first))  # the whole first prompt at least
+    assert cached_of(lines[1]) == want
+    assert int(lines[1].group(3)) == len(model.chat_ids(second))
+
+
+@pytest.mark.slow  # ~5 s: a child process compiling the tiny model, two short replies
+def test_cache_reuse_on_a_terminal(tiny_snapshot: Path, tmp_path: Path) -> None:
+    """The transcript's cache reuse: the second turn prefills only its own tokens
+    (its closing line's "cached" count is the common prefix computed here, from
+    the reply of the same compiled model the child runs)."""
+    model = load(tiny_snapshot)
+    inputrc = tmp_path / "inputrc"
+    inputrc.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "NANOCOMPILE_TRACEBACK"}
+    env.update(TERM="xterm", INPUTRC=str(inputrc))
+    pty = Pty([sys.executable, "-m", "nanocompile.cli", "chat", "--model", str(tiny_snapshot),
+               "--greedy", "--max-tokens", "4"], env)
+    try:
+        pty.expect(r"Ctrl-C stops a reply, Ctrl-D ends")
+        pty.expect(r"> ")
+        pty.type("hello\r")
+        first_line = pty.expect(CLOSING)
+        pty.expect(r"> ")
+        pty.type("and more\r")
+        second_line = pty.expect(CLOSING)
+        pty.expect(r"> ")
+        pty.type("\x04")
+        assert pty.close() == 0, pty.output
+    finally:
+        if pty.proc.poll() is None:
+            pty.proc.send_signal(signal.SIGKILL)
+    first = [{"role": "user", "content": "hello"}]
+    model.reuse_prefix = False
+    try:
+        reply = model.chat(first, max_tokens=4)
+    finally:
+        model.reuse_prefix = True
+    second = [*first, {"role": "assistant", "content": reply.text},
+              {"role": "user", "content": "and more"}]
+    assert cached_of(first_line) == 0
+    assert cached_of(second_line) == _expected_cached(model, first, reply.token_ids, second)
+    assert int(second_line.group(3)) == len(model.chat_ids(second))
