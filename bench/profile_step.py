@@ -77,7 +77,13 @@ def _profiled_forward(engine: Any, program: Any, ids: list[int], cache: Any
         wall = time.perf_counter() - t0
     finally:
         backend.run = original
-    return wall, captured[0]
+    return wall, _summed(captured)
+
+
+def _summed(steps: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """The launches of a prompt run in several steps (longer than a chunk), each
+    launch's nanoseconds summed over the steps."""
+    return [(name, sum(step[i][1] for step in steps)) for i, (name, _) in enumerate(steps[0])]
 
 
 def _profiled_state_forward(engine: Any, program: Any, ids: list[int], cache: Any
@@ -92,15 +98,26 @@ def _profiled_state_forward(engine: Any, program: Any, ids: list[int], cache: An
                                        min(engine.chunk or cache.capacity, cache.capacity))
         cache.runners[id(engine.backend)] = runner
     ns = program.profile_slots()
+    copies: list[np.ndarray] = []
+    step = runner.step
+
+    def profiled(*args: Any) -> Any:  # each step of a prompt longer than a chunk
+        out = step(*args)
+        copies.append(ns.copy())  # a memcpy in the timed call; the lists after it
+        return out
+
     runner.profile = ns
+    runner.step = profiled
     try:
         t0 = time.perf_counter()
         engine.forward(ids, cache, fresh=False)
         wall = time.perf_counter() - t0
     finally:
         runner.profile = None
-    launches = list(zip(program.spec.launches, (int(v) for v in ns), strict=False))
-    return wall, [*launches, (ENTRY, int(ns[-1]))]
+        del runner.step  # the class's method again
+    steps = [[*zip(program.spec.launches, (int(v) for v in c), strict=False), (ENTRY, int(c[-1]))]
+             for c in copies]
+    return wall, _summed(steps)
 
 
 def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,

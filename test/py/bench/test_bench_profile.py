@@ -1,0 +1,30 @@
+"""bench/profile_step.py (``python -m bench profile``): a prompt longer than
+the engine's chunk runs in several steps, and every step's launches count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.profile_step import ENTRY, _summed, profile_steps
+
+
+def test_steps_are_summed_launch_by_launch() -> None:
+    steps = [[("a", 1), ("b", 2), (ENTRY, 5)], [("a", 10), ("b", 20), (ENTRY, 40)]]
+    assert _summed(steps) == [("a", 11), ("b", 22), (ENTRY, 45)]
+
+
+@pytest.mark.parametrize("kv", ["state", "inputs"])
+def test_a_prompt_of_two_chunks_is_profiled_whole(tiny_snapshot: Path, kv: str) -> None:
+    from nanocompile.api import PREFILL_CHUNK
+
+    result = profile_steps(tiny_snapshot, threads=1, rounds=1, prompt=PREFILL_CHUNK + 40,
+                           schedule=True, weights="bf16", kv=kv)
+    assert result["kv"] == kv
+    for step in ("prefill", "decode"):
+        r = result[step]
+        assert r["launches"] > 0
+        assert 0 < r["kernels_ms"] <= r["wall_ms"]
+        assert r["between_launches_ms"] >= 0
+        assert r["outside_entry_ms"] >= 0
