@@ -11,9 +11,10 @@ Every wait is bounded and fails loudly with the transcript; nothing asserts
 a speed.
 
 The KV cache is reused across turns (issue 19's prefix reuse): the closing
-line's "(M cached)" is compared with the longest common prefix of the turn's
-prompt and the tokens the turn before ran (its prompt and the reply tokens
-fed back), computed here from the API's own ids.
+line's "(M cached)" (the prompt's tokens the engine did not run: its own count
+of the tokens it ran through the cache) is compared with the longest common
+prefix of the turn's prompt and the tokens the turn before ran (its prompt and
+the reply tokens fed back), computed here from the API's own ids.
 """
 
 from __future__ import annotations

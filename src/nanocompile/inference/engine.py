@@ -128,6 +128,8 @@ class KVCache:
     length: int = 0
     # the step runners bound to these arrays, by backend (kv = "state")
     runners: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
+    # tokens the engine has run through this cache (every step's, counted by _step)
+    tokens_run: int = field(default=0, compare=False)
 
     @staticmethod
     def empty(cfg: Qwen2Config, capacity: int) -> KVCache:
@@ -213,6 +215,7 @@ class Engine:
         return logits
 
     def _step(self, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+        cache.tokens_run += len(ids)
         if self.kv == "state":
             return self._state_step(ids, cache)
         past_keys, past_values = cache.past()

@@ -73,7 +73,9 @@ class GenerationResult:
     decode_tok_per_s: float
     stop_reason: StopReason
     decode_steps: int = 0
-    cached_prompt_tokens: int = 0  # the prompt's first tokens found in the prefix cache
+    # the prompt tokens not run through the engine (found in the prefix cache), from the
+    # engine's own count of the tokens it ran through the cache
+    cached_prompt_tokens: int = 0
 
 
 class _Stream:
@@ -217,15 +219,20 @@ def _generate(engine: Engine, tokenizer: Tokenizer, prompt: list[int], budget: i
     def cancelled() -> bool:
         return cancel is not None and bool(cancel())
 
+    prefilled = 0  # tokens of the prompt the engine ran (its count, not the lease's)
+
     def result(reason: StopReason, prefill: float, decode: float, steps: int) -> GenerationResult:
         return GenerationResult(
             text=stream.close(), token_ids=generated, prompt_tokens=len(prompt),
             prefill_seconds=prefill, decode_seconds=decode,
             decode_tok_per_s=steps / decode if steps and decode > 0 else 0.0,
-            stop_reason=reason, decode_steps=steps, cached_prompt_tokens=lease.reused)
+            stop_reason=reason, decode_steps=steps,
+            cached_prompt_tokens=len(prompt) - prefilled if prefilled else 0)
 
     start = time.perf_counter()
+    before = cache.tokens_run
     logits = _prefill(engine, prompt, lease.reused, cache, cancelled, progress)
+    prefilled = cache.tokens_run - before
     if logits is None:
         return result("cancelled", time.perf_counter() - start, 0.0, 0)
     token = choose(logits)
