@@ -306,7 +306,7 @@ def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
     _check_int8_embedding(int8_embedding, fmt)
     graph_format = "bf16" if fmt in INT8_FORMATS else fmt
     options = Qwen2GraphOptions(n_layers=n_layers, last_only=last_only, weights=graph_format,
-                                wide=wide)
+                                wide=wide, kv=KV)
     quantize = int8_pass(int8_embedding, INT8_FORMATS[fmt]) if fmt in INT8_FORMATS else ""
     return _ir_text(config, stage, options, quantize, explain)
 

@@ -304,13 +304,18 @@ def test_dump_scheduled_explain_prints_the_refusals(monkeypatch: pytest.MonkeyPa
     body = out[out.index("builtin.module"):]
     assert out.startswith("// ")
     assert "//" not in body
-    # RoPE's tables compare lane indices: its only candidate is refused, shown
-    # as the schedule it would have been
-    assert ("// @fused_cos: candidate 1 of 1 refused: vectorize 'd1': arith.cmpi on "
-            "lane-varying values has no exact integer form") in comments
-    at = comments.index("//   sched.schedule @fused_cos {")
-    assert comments[at + 1:at + 3] == ['//     sched.vectorize "d1" width 8', "//   }"]
-    assert "// @fused_cos: every candidate refused: the kernel stays as lowered" in comments
+    # the attention context (PV) sums over past + seq positions, not a known multiple
+    # of 16: its first candidates are refused, each shown as the schedule it would
+    # have been, and a later one chosen
+    assert ("// @fused_matmul: candidate 1 of 4 refused: vectorize 'k': the trip count is "
+            "not a known multiple of 16 lanes") in comments
+    at = comments.index("//   sched.schedule @fused_matmul {")
+    assert comments[at + 1:at + 6] == ['//     sched.split "d2" by 4 into "d2o", "d2i" peel',
+                                       '//     sched.vectorize "k" width 8',
+                                       '//     sched.privatize "k"',
+                                       '//     sched.parallel "d2o" grain 4', "//   }"]
+    assert "// @fused_matmul: candidate 3 of 4 chosen (the sched.schedule after the kernel)" \
+        in comments
     chosen = [c for c in comments if " chosen " in c]
     assert len(chosen) == body.count("sched.schedule @")
     assert "// @fused_gather: no candidate schedule" in comments

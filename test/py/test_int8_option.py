@@ -227,7 +227,8 @@ def _separately_quantized_work(snap: Snapshot, embedding: str, last_only: bool) 
 
     from nanocompile.passes.quantize_int8 import QuantizeInt8Pass
 
-    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=last_only, weights="bf16"))
+    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=last_only, weights="bf16",
+                                                       kv="state"))
     QuantizeInt8Pass(kernel="a", embedding=embedding).apply(Context(), graph)
     return count_work(lower_to_loop(optimize_graph(graph))).bytes_moved
 

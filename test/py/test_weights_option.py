@@ -82,7 +82,7 @@ def test_compile_report_states_the_format(models: tuple[Model, Model],
     params = sum(int(np.prod(s)) for s in snap.expected_tensors().values())
     assert (r16["widened_weights"], r16["widened_weight_bytes"]) == (0, 0)
     assert (r32["widened_weights"], r32["widened_weight_bytes"]) == (n_tensors, 4 * params)
-    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True, weights="bf16"))
+    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True, weights="bf16", kv="state"))
     work = count_work(lower_to_loop(optimize_graph(graph)))
     assert r16["bytes_per_step"] == str(work.bytes_moved)
     # the weights are read once per step (the gather's row of the embedding per token)

@@ -70,7 +70,7 @@ from nanocompile.compiler import optimize_graph
 from nanocompile.dialects import graph as g
 from nanocompile.dialects.graph.signature import ArgumentError
 from nanocompile.frontend import GraphBuilder, Tensor, concat, gather, where
-from nanocompile.frontend.tensor import broadcast_shapes
+from nanocompile.frontend.tensor import broadcast_shapes, update_slice
 from nanocompile.interpreter import InterpreterError, run_graph
 from nanocompile.ir.dtypes import numpy_dtype
 from nanocompile.ir.shapes import ShapeError
@@ -89,7 +89,8 @@ ULP_RANGE = {"exp": (-87.0, 88.0), "sin": (-200.0, 200.0), "cos": (-200.0, 200.0
 
 OP_WEIGHTS = {
     "unary": 10, "binary": 16, "where": 5, "cast": 7, "reduce": 8, "reshape": 7,
-    "permute": 5, "broadcast": 4, "slice": 6, "concat": 6, "matmul": 5, "gather": 5,
+    "permute": 5, "broadcast": 4, "slice": 6, "concat": 6, "update_slice": 3, "matmul": 5,
+    "gather": 5,
     "iota": 2, "dim": 3, "const": 2, "weight": 2, "input": 3,
 }
 
@@ -445,6 +446,19 @@ class _Generator:
         pieces = [pieces[i] for i in order]
         ax = axis if self.chance(0.8) else axis - n.t.rank
         return self.add(concat([p.t for p in pieces], ax), all(p.exact for p in pieces), *pieces)
+
+    def op_update_slice(self) -> _Node | None:
+        """``n`` with a block of itself (a slice along one axis) written back at the
+        slice's own offset or at 0 (both fit for every binding)."""
+        n = self.pick(lambda n: n.t.rank >= 1)
+        if n is None:
+            return None
+        axis = int(self.rng.integers(n.t.rank))
+        start, stop = self.sub_range(n.t.shape[axis])
+        block = self.node(n.t.slice(axis, start, stop), n.exact, n)
+        offsets: list[Expr] = [Expr.const(0)] * n.t.rank
+        offsets[axis] = start if self.chance(0.5) else Expr.const(0)
+        return self.add(update_slice(n.t, block.t, offsets), n.exact, n, block)
 
     def op_matmul(self) -> _Node | None:
         a = self.pick(lambda n: n.t.dtype == "f32" and n.t.rank >= 2)
