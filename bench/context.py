@@ -10,12 +10,12 @@ Protocol (spec §6, as ``bench run``):
   ``nanocompile-<format>`` is ``nanocompile.load(DIR, weights=<format>)``
   (default: the snapshot's format, bf16 for the synthetic model; ``--weights``
   takes every format ``load`` does, comma-separated, one engine each) driven
-  through ``Model.engine`` (its 512-token prefill chunks, its pool set per slot
+  through ``Model.engine`` (its ``PREFILL_CHUNK``-token prefill steps, its pool set per slot
   with ``set_threads``); ``llama-f32`` is llama.cpp on the F32 GGUF of
   :mod:`bench.llama_engine`, its ``n_ctx`` set to the longest prompt plus the
   decode steps (its prompt batches are 512 tokens, ``n_batch``); ``numpy`` is
   :mod:`bench.numpy_engine` with a KV cache of the same capacity, its prompt
-  fed in cached steps of 512 tokens (what the other two do; one 4,096-token
+  fed in cached steps of 512 tokens (llama.cpp's batch; one 4,096-token
   step would hold a ``[2, 7 x 4096, 4096]`` f32 score tensor, 0.9 GB).
 * A **warm-up** (untimed): every engine prefills the shortest prompt and
   decodes a few steps, at the smallest thread count.
@@ -85,7 +85,7 @@ DEFAULT_THREADS = (1, 2)
 DEFAULT_ROUNDS = 3
 DEFAULT_DECODE_STEPS = 16
 WARMUP_DECODE_STEPS = 2
-PREFILL_CHUNK = 512  # the NumPy engine's prompt step: nanocompile's chunk, llama.cpp's n_batch
+PREFILL_CHUNK = 512  # the NumPy engine's prompt step: llama.cpp's n_batch
 MAX_CONTEXT = 32_768
 ALPHA = 0.05
 GATE_PREFILL_CONTEXTS = (1024, 4096)
