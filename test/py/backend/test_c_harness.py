@@ -86,7 +86,9 @@ def compile_model(directory: Path, fmt: str, int8_cache: Path | None = None) -> 
     return Model(snap, compile_program(graph, weights, schedule=True, quantize=quantize))
 
 
-@pytest.fixture(scope="module", params=["f32", "bf16", "int8"])
+# bf16 (the default) in the quick suite; f32 and int8 in the full one (its 3 minutes)
+@pytest.fixture(scope="module", params=[pytest.param("f32", marks=pytest.mark.slow), "bf16",
+                                        pytest.param("int8", marks=pytest.mark.slow)])
 def tiny(request: pytest.FixtureRequest, tiny_snapshot: Path,
          tmp_path_factory: pytest.TempPathFactory) -> Model:
     return compile_model(tiny_snapshot, request.param, tmp_path_factory.mktemp("int8"))
@@ -133,7 +135,7 @@ def assert_one_line_error(result_stderr: str, returncode: int, status: int) -> s
     return lines[0]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, pytest.param(2, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("chunk", [None, 8])
 def test_harness_gives_the_engines_tokens_and_logits(tiny: Model, harness: Path, threads: int,
                                                      chunk: int | None, tmp_path: Path) -> None:
@@ -245,6 +247,7 @@ def good_manifest(tiny_f32: Model, harness: Path,
     return manifest, manifest.path.read_text()
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 @pytest.mark.parametrize("what", list(BAD_MANIFESTS))
 def test_harness_reports_a_bad_manifest(what: str, good_manifest: tuple[Manifest, str],
                                         harness: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ def test_steps_are_summed_launch_by_launch() -> None:
     assert _summed(steps) == [("a", 11), ("b", 22), (ENTRY, 45)]
 
 
+@pytest.mark.slow  # ~6 s each: a 296-token prefill profiled; the 3-minute budget
 @pytest.mark.parametrize("kv", ["state", "inputs"])
 def test_a_prompt_of_two_chunks_is_profiled_whole(tiny_snapshot: Path, kv: str) -> None:
     from nanocompile.api import PREFILL_CHUNK

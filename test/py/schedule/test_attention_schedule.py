@@ -112,7 +112,7 @@ def _parallel(kernel: loop.KernelOp) -> list[str]:
 
 @pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("form", ["total", "past + seq"])
+@pytest.mark.parametrize("form", [pytest.param("total", marks=pytest.mark.slow), "past + seq"])
 def test_every_attention_kernel_is_vectorized_and_spread(arch: Arch, shape: str,
                                                          form: str) -> None:
     heads, kv_heads, d = SHAPES[shape]
@@ -170,8 +170,10 @@ def _inputs(heads: int, kv_heads: int, d: int, seq: int, ctx: int,
 
 
 @pytest.mark.parametrize("arch", arch_params())
-@pytest.mark.parametrize(("shape", "form"), [("real", "total"), ("tiny", "total"),
-                                             ("real", "past + seq"), ("tiny", "past + seq")])
+@pytest.mark.parametrize(("shape", "form"), [  # the model's form in the quick suite
+    pytest.param("real", "total", marks=pytest.mark.slow),
+    pytest.param("tiny", "total", marks=pytest.mark.slow),
+    ("real", "past + seq"), pytest.param("tiny", "past + seq", marks=pytest.mark.slow)])
 def test_scheduled_attention_is_bitwise(arch: Arch, shape: str, form: str) -> None:
     heads, kv_heads, d = SHAPES[shape]
     graph = attention_graph(heads, kv_heads, d, form)
