@@ -28,7 +28,8 @@ from nanocompile.inference.progress import StderrProgress
 from nanocompile.inference.sampling import SamplingParams
 
 CLOSING = re.compile(r"^nanocompile: (\d+) tokens? generated \(stop: [a-z ]+\) \| "
-                     r"prefill (\d+) tokens?(?: \(\d+ cached\))? in [\d.]+ s \| decode ([\d.]+) tok/s \| ")
+                     r"prefill (\d+) tokens?(?: \(\d+ cached\))? in [\d.]+ s \| "
+                     r"decode ([\d.]+) tok/s \| ")
 PROMPT = "日本の首都は"
 
 
