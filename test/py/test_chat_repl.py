@@ -37,6 +37,7 @@ import pytest
 
 from nanocompile.api import Model, load
 from nanocompile.cli import main
+from nanocompile.inference.generate import GenerationResult
 
 WAIT_SECONDS = 120
 LEFT = "\x1b[D"
@@ -253,6 +254,15 @@ def test_reset_and_system_commands(tiny_snapshot: Path, model: Model,
     assert prefills == [brief.prompt_tokens, brief.prompt_tokens, plain.prompt_tokens]
 
 
+def fresh_reply(model: Model, messages: list[dict[str, str]]) -> GenerationResult:
+    """The reply to ``messages`` with no prefix reuse (the reference turn)."""
+    model.reuse_prefix = False
+    try:
+        return model.chat(messages, max_tokens=4)
+    finally:
+        model.reuse_prefix = True
+
+
 def _expected_cached(model: Model, first: list[dict[str, str]], reply_ids: list[int],
                      second: list[dict[str, str]]) -> int:
     """What the second turn finds in the cache, computed here: the longest common
@@ -273,11 +283,7 @@ def test_the_second_turn_prefills_only_its_own_tokens(
     lines = [m for line in err if (m := re.search(CLOSING, line))]
     assert len(lines) == 2, err
     first = [{"role": "user", "content": "hello"}]
-    model.reuse_prefix = False
-    try:
-        reply = model.chat(first, max_tokens=4)
-    finally:
-        model.reuse_prefix = True
+    reply = fresh_reply(model, first)
     assert cached_of(lines[0]) == 0
     second = [*first, {"role": "assistant", "content": reply.text},
               {"role": "user", "content": "and more"}]
@@ -314,11 +320,7 @@ def test_cache_reuse_on_a_terminal(tiny_snapshot: Path, tmp_path: Path) -> None:
         if pty.proc.poll() is None:
             pty.proc.send_signal(signal.SIGKILL)
     first = [{"role": "user", "content": "hello"}]
-    model.reuse_prefix = False
-    try:
-        reply = model.chat(first, max_tokens=4)
-    finally:
-        model.reuse_prefix = True
+    reply = fresh_reply(model, first)
     second = [*first, {"role": "assistant", "content": reply.text},
               {"role": "user", "content": "and more"}]
     assert cached_of(first_line) == 0
