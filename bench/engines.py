@@ -21,6 +21,10 @@ c-int8          the same, compiled after ``quantize-int8`` (spec §5's kernel A,
                 the projections and the embedding/LM head as int8 + f32 row scales,
                 quantized once into the int8 cache and mapped
                 (``nanocompile.api.int8_weights``), the other weights as c-bf16's
+c-int8-dot      the same int8 weights, spec §5's kernel B (W8A8, ``--weights int8-dot``)
+                for the projections: activations quantized per block of 32, exact
+                integer dots (``loop.dot4``: AVX512-VNNI / AVX-VNNI / AVX2 by the
+                CPU's flags, ``targets.arch.host_int8_dot``); the LM head kernel A
 torch           transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
 torch-compile   the same model with its forward under ``torch.compile``
                 (:mod:`bench.torch_compile_engine`)
@@ -74,8 +78,9 @@ from nanocompile.checkpoint.snapshot import Snapshot
 
 NANOINFER_ENGINE_NAMES: tuple[str, ...] = ("nanoinfer-f32", "nanoinfer-int8")
 ALL_ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "c-phase4", "c-bf16",
-                                      "c-int8", "torch", "torch-compile", "numpy", "llama-f32",
-                                      "llama-bf16", "llama-q8_0", *NANOINFER_ENGINE_NAMES)
+                                      "c-int8", "c-int8-dot", "torch", "torch-compile", "numpy",
+                                      "llama-f32", "llama-bf16", "llama-q8_0",
+                                      *NANOINFER_ENGINE_NAMES)
 
 
 def default_engine_names() -> tuple[str, ...]:
@@ -91,6 +96,7 @@ REFERENCE_ENGINE = "c-phase4"  # the head-to-heads are against the scheduled C e
 # c-int8's quantize-int8 options: kernel A, the int8 embedding/LM head (nanoinfer's default);
 # nanocompile.compiler.int8_pass() spells the same text
 INT8_PASS = "quantize-int8{kernel=a embedding=int8}"
+INT8_DOT_PASS = "quantize-int8{kernel=b embedding=int8}"  # c-int8-dot's: kernel B
 
 
 class Model(Protocol):
@@ -398,12 +404,13 @@ class Shared:
             self.work[key] = count_program_work(self.bf16_graph, fused=True, program=key)
         return self.work[key]
 
-    def int8_work(self) -> Work:
-        """Work of the fused int8 program (c-int8's, counted once)."""
-        key = "fused-int8"
+    def int8_work(self, quantize: str = INT8_PASS) -> Work:
+        """Work of the fused int8 program (c-int8's, or with ``INT8_DOT_PASS``
+        c-int8-dot's; counted once)."""
+        key = "fused-int8" if quantize == INT8_PASS else "fused-int8-dot"
         if key not in self.work:
             self.work[key] = count_program_work(self.int8_graph, fused=True, program=key,
-                                                quantize=INT8_PASS)
+                                                quantize=quantize)
         return self.work[key]
 
 
@@ -450,7 +457,8 @@ def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32"
              ) -> Callable[[Shared], Model]:
     """A builder of the C engine; ``weights="bf16"``: the bf16-weight graph bound to
     the snapshot's mapped bf16 tensors (needs ``schedule``: c-bf16); ``"int8"``: that
-    graph after ``quantize-int8`` bound to the int8 weights (c-int8)."""
+    graph after ``quantize-int8`` bound to the int8 weights (c-int8); ``"int8-dot"``:
+    the same with kernel B's pass (c-int8-dot; the same int8 weights)."""
     def build(shared: Shared) -> Model:
         if shutil.which("gcc") is None:
             raise EngineUnavailable("no gcc on PATH")
@@ -458,9 +466,9 @@ def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32"
         from nanocompile.compiler import compile_program
         from nanocompile.inference.engine import Engine
 
-        quantize = INT8_PASS if weights == "int8" else ""
+        quantize = {"int8": INT8_PASS, "int8-dot": INT8_DOT_PASS}.get(weights, "")
         graph, bound = ((shared.bf16_graph, shared.bf16_weights) if weights == "bf16"
-                        else (shared.int8_graph, shared.int8_weights) if weights == "int8"
+                        else (shared.int8_graph, shared.int8_weights) if quantize
                         else (shared.graph, shared.weights))
         program = compile_program(graph, bound, fuse=fuse, schedule=schedule,
                                   quantize=quantize)
@@ -468,6 +476,10 @@ def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32"
         if not schedule:
             return _CacheModel(engine)
         facts = {"arch": host_arch_name(), "weights": weights}
+        if weights == "int8-dot":
+            from nanocompile.targets.arch import host_int8_dot
+
+            facts["int8_dot"] = host_int8_dot()
         if quantize:
             facts |= {"quantize": quantize, "int8_weight_bytes": bound.int8_bytes(),
                       "int8_quantized_at_build": bound.quantized,
@@ -496,6 +508,9 @@ def _scheduled_description(weights: str) -> str:
     elif weights == "int8":
         held = ("int8 weights, spec 5's kernel A (W8A32): projections and embedding/LM "
                 "head int8 with f32 row scales, mapped from the int8 cache")
+    elif weights == "int8-dot":
+        held = ("int8 weights, spec 5's kernel B (W8A8, integer dots) for the "
+                "projections, kernel A for the embedding/LM head")
     else:
         held = "f32 weights widened at load"
     return (f"nanocompile C, fused + default schedules ({held}, {vectors}, "
@@ -559,6 +574,10 @@ def _fused_int8(shared: Shared) -> Work:
     return shared.int8_work()
 
 
+def _fused_int8_dot(shared: Shared) -> Work:
+    return shared.int8_work(INT8_DOT_PASS)
+
+
 ENGINES: dict[str, EngineSpec] = {
     "interp": EngineSpec("interp", "nanocompile graph interpreter (NumPy, unfused graph)",
                          _build_interp, _unfused, True),
@@ -572,6 +591,8 @@ ENGINES: dict[str, EngineSpec] = {
                          _build_c(True, True, "bf16"), _fused_bf16, True),
     "c-int8": EngineSpec("c-int8", _scheduled_description("int8"),
                          _build_c(True, True, "int8"), _fused_int8, True),
+    "c-int8-dot": EngineSpec("c-int8-dot", _scheduled_description("int8-dot"),
+                             _build_c(True, True, "int8-dot"), _fused_int8_dot, True),
     "torch": EngineSpec("torch", "transformers Qwen2ForCausalLM f32 eager",
                         _build_torch, _fused, False),
     "torch-compile": EngineSpec("torch-compile", "transformers Qwen2ForCausalLM f32, forward "

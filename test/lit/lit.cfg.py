@@ -35,9 +35,10 @@ if shutil.which("gcc"):
     config.available_features.add("gcc")  # noqa: F821
 
 # The CPU's vector ISAs (Linux /proc/cpuinfo, as the compiler reads them): tests
-# that run AVX-512 code need avx512f (test/lit/targets/avx512/lit.local.cfg).
+# that run AVX-512 code need avx512f (test/lit/targets/avx512/lit.local.cfg); the
+# int8-dot paths' printing is checked against the flags (NANOCOMPILE_INT8_DOT).
 from nanocompile.targets.arch import cpu_flags  # noqa: E402
 
-for flag in ("avx2", "avx512f"):
+for flag in ("avx2", "avx512f", "avx512vl", "avx_vnni", "avx512_vnni"):
     if flag in cpu_flags():
         config.available_features.add(flag)  # noqa: F821

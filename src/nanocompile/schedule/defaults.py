@@ -375,6 +375,8 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
         kw = k_width(nest[-1], arch) if arch.vector else None
         if kw is not None and _batched(nest):
             candidates += _batched_candidates(nest, kw, arch)
+        if kw is not None and len(nest) == 2 and _dots_int8(nest[-1]) and _row_work(nest[0]):
+            candidates += _int8_dot_candidates(nest, kw, min_chunk)
         if kw is not None:
             candidates += _projection_candidates(nest, kw, arch, min_chunk, tile, parallel)
         if arch.vector and parallel is not None and parallel.loop != last:
@@ -393,6 +395,46 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
         if pool:
             candidates.append(pool)
     return candidates
+
+
+INT8_DOT_COLUMNS = 16
+"""Output columns spec §5 kernel B's projection (``graph.matmul_i8``: its lanes
+loop ``k`` holds ``loop.dot4``) jams at each row (``_int8_dot_candidates``): at
+decode, one read of ``x``'s quantized row serves that many weight rows, read
+as 16 streams at once (kernel A's ``DECODE_COLUMNS``, for the same reason)."""
+
+
+def _dots_int8(for_op: loop.ForOp) -> bool:
+    """The lanes loop ``k`` in ``for_op`` is kernel B's (it holds ``loop.dot4``)."""
+    k = _k_loop(for_op)
+    return k is not None and any(isinstance(op, loop.DotI8Op) for op in k.walk())
+
+
+def _row_work(rows: loop.ForOp) -> bool:
+    """The rows loop holds ops besides its column loop (kernel B's row-invariant
+    ``128 * off``): ``reorder`` cannot move the columns outside it, so the
+    projection candidates' row jams are refused."""
+    return any(not isinstance(op, loop.ForOp | loop.YieldOp) for op in rows.body.block.ops)
+
+
+def _int8_dot_candidates(nest: list[loop.ForOp], kw: int, min_chunk: int
+                         ) -> list[list[sched.Directive]]:
+    """Kernel B's projection (rows x columns, its epilogue's row-invariant ``128 *
+    off`` computed before the column loop, so the rows cannot move inside a
+    column tile): per row, tiles of ``INT8_DOT_COLUMNS`` columns (``<last>o``, on
+    the pool) split by 2 (``<last>mo``, ``<last>i``); ``k`` jams both (all the
+    tile's columns), privatized first, then vectorized by ``kw`` (its tail's
+    groups loop). Every row streams the whole weight (prefill too: no row jam yet).
+    A kernel without such ops gets the projection candidates (kernel A's row
+    and decode jams)."""
+    last = nest[-1].loop_name.data
+    tile_o, tile_m, pair, cols_i = f"{last}o", f"{last}m", f"{last}mo", f"{last}i"
+    vec, priv, split = sched.Vectorize, sched.Privatize, sched.Split
+    decode = INT8_DOT_COLUMNS
+    return [[split(last, decode, tile_o, tile_m, peel=True),
+             split(tile_m, 2, pair, cols_i, peel=True),
+             priv("k"), priv("k"), vec("k", kw),
+             sched.Parallel(tile_o, max(1, min_chunk // decode))]]
 
 
 POOL_ROWS = 16

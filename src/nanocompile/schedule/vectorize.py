@@ -43,6 +43,16 @@ scalar widening of element ``l`` (the C target: zero-extend to 32 bits,
 shift left by 16). A lane-varying load of i8 data (int8 weights) likewise
 when its every use is ``arith.sitofp`` to f32: a ``vector<Wxi8>`` load and a
 ``loop.vsitofp`` (the C target: sign-extend to 32 bits, convert exactly).
+
+spec §5 kernel B's lane terms (``loop.dot4`` of two ``vector<4xi8>`` loads
+from column ``4 t``, ``emit_matmul_i8``): the index ``(base + lane) * 4``,
+when only such 4-byte groups read it, steps by 4 per lane, so a group load
+whose address steps by 4 bytes per lane (stride 1) is a ``vector<4Wxi8>``
+load of the ``W`` lanes' bytes; ``loop.dot4`` of two of them is ``W`` lanes
+of i32 (lane ``l`` the scalar term ``t + l``'s exact integer), and its
+``arith.sitofp`` a ``loop.vsitofp``. A group read by anything else, or ``4
+t`` addressing single elements, is refused (``NoVectorForm``,
+``LaneIndexArithmetic``).
 """
 
 from __future__ import annotations
@@ -143,6 +153,27 @@ def _is_widening(op: Operation) -> bool:
     return isinstance(op, arith.SIToFPOp) and op.input.type == i8 and op.result.type == f32
 
 
+def _is_dot_group(value: SSAValue) -> bool:
+    """A ``vector<4xi8>``: one lane term's 4 bytes, a ``loop.dot4`` operand."""
+    t = value.type
+    return isinstance(t, VectorType) and t.element_type == i8 \
+        and t.get_shape() == (loop.DOT_GROUP,)
+
+
+def _groups_only(op: Operation) -> bool:
+    """Every use of ``op``'s result is an index of a ``vector<4xi8>`` load."""
+    uses = op.results[0].uses
+    return bool(uses) and all(isinstance(u.operation, loop.LoadOp)
+                              and _is_dot_group(u.operation.result)
+                              and u.index > 0 for u in uses)
+
+
+def _is_dot_convert(op: Operation) -> bool:
+    """``arith.sitofp`` of a ``loop.dot4``'s i32 (exact below 2**24; kernel B's)."""
+    return isinstance(op, arith.SIToFPOp) and isinstance(op.input.owner, loop.DotI8Op) \
+        and op.result.type == f32
+
+
 def _only_widened(value: SSAValue) -> bool:
     """Every use of ``value`` (a bf16 or i8 load) widens it to f32."""
     return all(_is_widening(use.operation) for use in value.uses)
@@ -201,6 +232,10 @@ class _Analysis:
             self.nested_for(op)
         elif isinstance(op, loop.IfOp):
             self.if_op(op)
+        elif isinstance(op, loop.LoadOp) and _is_dot_group(op.result):
+            self.group_load(op)
+        elif isinstance(op, loop.DotI8Op):
+            self.dot(op)
         elif isinstance(op, loop.LoadOp):
             if self.access(op, op.ptr, op.indices, op.stride_exprs) is not None:
                 ptr = op.ptr.type
@@ -228,7 +263,7 @@ class _Analysis:
         elif isinstance(op, arith.CmpiOp) and any(self.varies(v) for v in op.operands):
             self.uniform_compare(op)
         elif isinstance(op, (*_FLOAT_BINARY, *_FLOAT_UNARY, *_FLOAT_TERNARY, arith.CmpfOp,
-                             arith.SelectOp)) or _is_widening(op):
+                             arith.SelectOp)) or _is_widening(op) or _is_dot_convert(op):
             if any(self.varies(v) for v in op.operands):
                 self.varying.update(op.results)
         elif any(self.varies(v) for v in op.operands):
@@ -250,6 +285,12 @@ class _Analysis:
             return Lane(1, math.gcd(operands[0].align, operands[1].align))
         elif isinstance(op, arith.MuliOp) and 1 in c:
             return operands[c.index(1) ^ 1]
+        elif isinstance(op, arith.MuliOp) and loop.DOT_GROUP in c and _groups_only(op):
+            # (base + lane) * 4 read only by loop.dot4 groups (kernel B's first column
+            # of lane term t): each lane's 4 bytes follow the previous lane's
+            other = operands[c.index(loop.DOT_GROUP) ^ 1]
+            if other.coef == 1:
+                return Lane(loop.DOT_GROUP, min(_HUGE, other.align * loop.DOT_GROUP))
         elif isinstance(op, arith.DivSIOp | arith.RemSIOp) and operands[1].coef == 0:
             tile = c[1]
             # base a multiple of the width, the width dividing the tile: the lanes
@@ -282,17 +323,40 @@ class _Analysis:
                                       f"base and c multiples of {self.width} is uniform)")
 
     def access(self, op: Operation, ptr: SSAValue, indices: tuple[SSAValue, ...] | list,
-               strides: tuple) -> int | None:
-        """The position of the lane-varying index (None: uniform address)."""
+               strides: tuple, group: int = 1) -> int | None:
+        """The position of the lane-varying index (None: uniform address); each
+        lane reads ``group`` elements (a ``loop.dot4`` group: 4), so its index
+        must step by ``group`` per lane."""
         varying = [k for k, idx in enumerate(indices) if self.lane(idx).coef != 0
                    and strides[k] != 0]
         if not varying:
             return None
-        if len(varying) > 1 or strides[varying[0]] != 1:
+        steps = [self.lane(indices[k]).coef * strides[k] for k in varying]
+        if len(varying) > 1 or steps[0] != group:
             raise NonContiguous(f"{self.where}: {op.name} of {arg_label(ptr)} "
-                                f"steps by {' + '.join(str(strides[k]) for k in varying)} "
-                                "elements per lane, not 1")
+                                f"steps by {' + '.join(map(str, steps))} elements per lane, "
+                                f"not {group}")
         return varying[0]
+
+    def group_load(self, op: loop.LoadOp) -> None:
+        """A ``vector<4xi8>`` load (a ``loop.dot4`` operand) whose address steps by
+        4 bytes per lane: the ``4 W`` consecutive bytes of ``W`` lanes."""
+        if self.access(op, op.ptr, op.indices, op.stride_exprs, loop.DOT_GROUP) is None:
+            return
+        if not all(isinstance(use.operation, loop.DotI8Op) for use in op.result.uses):
+            raise NoVectorForm(f"{self.where}: a lane-varying load of 4 bytes used other "
+                               "than by loop.dot4")
+        self.varying.add(op.result)
+
+    def dot(self, op: loop.DotI8Op) -> None:
+        """``loop.dot4`` of lane-varying groups: ``W`` lanes of i32 (both operands
+        must vary: a group has no broadcast)."""
+        varies = [self.varies(v) for v in (op.lhs, op.rhs)]
+        if all(varies):
+            self.varying.add(op.result)
+        elif any(varies):
+            raise NoVectorForm(f"{self.where}: loop.dot4 of a lane-varying and a uniform "
+                               "group")
 
     def nested_for(self, op: loop.ForOp) -> None:
         if self.varies(op.lb) or self.varies(op.ub):
@@ -385,8 +449,9 @@ class _Builder:
             self.if_op(op, into)
             return
         if isinstance(op, loop.LoadOp) and op.result in a.varying:
+            group = loop.DOT_GROUP if _is_dot_group(op.result) else 1
             new: Operation = loop.LoadOp(self.get(op.ptr), [self.get(i) for i in op.indices],
-                                         op.stride_exprs, self.width)
+                                         op.stride_exprs, self.width * group)
         elif isinstance(op, loop.StoreOp):
             value = self.vec(op.value, into)
             new = loop.StoreOp(value, self.get(op.ptr), [self.get(i) for i in op.indices],
@@ -402,8 +467,10 @@ class _Builder:
     def vector_op(self, op: Operation, into: Block) -> Operation:
         if isinstance(op, arith.ExtFOp):  # of a vector<Wxbf16> load (_only_widened)
             return arith.ExtFOp(self.get(op.input), VectorType(f32, [self.width]))
-        if isinstance(op, arith.SIToFPOp):  # of a vector<Wxi8> load (_only_widened)
+        if isinstance(op, arith.SIToFPOp):  # of a vector<Wxi8> load, or a loop.dot4
             return loop.VSIToFPOp(self.get(op.input))
+        if isinstance(op, loop.DotI8Op):  # of two vector<4Wxi8> loads: W lanes of i32
+            return loop.DotI8Op(self.get(op.lhs), self.get(op.rhs))
         if isinstance(op, arith.CmpfOp):
             pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
             return loop.VCmpOp(pred, self.vec(op.lhs, into), self.vec(op.rhs, into))

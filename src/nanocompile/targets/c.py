@@ -44,6 +44,8 @@ from nanocompile.ir.checks import where
 from nanocompile.ir.dtypes import numpy_dtype
 from nanocompile.ir.symbolic import Expr
 from nanocompile.targets.c_vector import (
+    dot_prelude,
+    is_dot_group,
     vector_add,
     vector_c_type,
     vector_expr,
@@ -81,6 +83,19 @@ static inline float nc_negf(float x) {
   u ^= 0x80000000u;
   memcpy(&x, &u, sizeof x);
   return x;
+}
+/* 4 bytes of int8 (a loop.dot4 operand of one lane), read with memcpy */
+typedef struct { int8_t b[4]; } nc_i8x4;
+static inline nc_i8x4 nc_load_i8x4(const int8_t *p) {
+  nc_i8x4 v;
+  memcpy(v.b, p, sizeof v.b);
+  return v;
+}
+/* loop.dot4 of one lane: sum_j (w[j] + 128) * xq[j], exact in int32_t */
+static inline int32_t nc_dot4(nc_i8x4 xq, nc_i8x4 w) {
+  int32_t p = 0;
+  for (int j = 0; j < 4; ++j) p += ((int32_t)w.b[j] + 128) * (int32_t)xq.b[j];
+  return p;
 }
 /* exact bf16 -> f32: the 16 bits become the high half */
 static inline float nc_bf16(uint16_t bits) {
@@ -204,17 +219,35 @@ class _Function:
 
 
 class CEmitter:
-    """Prints a module of ``loop`` kernels and programs as C."""
+    """Prints a module of ``loop`` kernels and programs as C; ``int8_dot``: the
+    instructions of a vector ``loop.dot4`` (``targets/arch.py``'s int8-dot
+    paths; None: ``host_int8_dot()``, this CPU's best or
+    ``NANOCOMPILE_INT8_DOT``)."""
+
+    def __init__(self, int8_dot: str | None = None) -> None:
+        self._int8_dot = int8_dot
+
+    @property
+    def int8_dot(self) -> str:
+        if self._int8_dot is None:
+            from nanocompile.targets.arch import host_int8_dot
+
+            self._int8_dot = host_int8_dot()
+        return self._int8_dot
 
     def emit_module(self, module: ModuleOp) -> str:
         parts = [PRELUDE]
         lanes = {r.type.get_shape()[0] for op in module.walk() for r in op.results
-                 if isinstance(r.type, VectorType)}
+                 if isinstance(r.type, VectorType) and not is_dot_group(r)}
+        int8_dots = {op.lanes for op in module.walk()
+                     if isinstance(op, loop.DotI8Op) and op.lanes > 1}
         trees = {(op.input.type.get_shape()[0], op.lane_tree) for op in module.walk()
                  if isinstance(op, loop.LaneSumOp) and op.tree is not None
                  and isinstance(op.input.type, VectorType)}
         if lanes:
             parts.append(vector_prelude(lanes, trees))
+        if int8_dots:
+            parts.append(dot_prelude(int8_dots, self.int8_dot))
         if any(isinstance(op, loop.ForOp) and op.parallel is not None for op in module.walk()):
             from nanocompile.targets.c_runtime import POOL_C
 
@@ -284,7 +317,8 @@ class CEmitter:
         result = op.results[0]
         expr = self._expr(op, f)
         name = f.fresh(result)
-        f.lines.append(f"{pad}const {c_type(result.type)} {name} = {expr};")
+        ctype = "nc_i8x4" if is_dot_group(result) else c_type(result.type)
+        f.lines.append(f"{pad}const {ctype} {name} = {expr};")
 
     def _emit_lanesums(self, first: loop.LaneSumOp, f: _Function, depth: int) -> bool:
         """Print ``first`` and up to three later lanesums of its block (same vector
@@ -521,6 +555,8 @@ class CEmitter:
             value = f"{ptr}[{index_c([f[i] for i in op.indices], op.stride_exprs)}]"
             if op.lanes is None:
                 return value
+            if is_dot_group(op.result):
+                return f"nc_load_i8x4(&{value})"
             assert isinstance(op.result.type, VectorType)
             return vector_load(op.result.type, value)
         vector = vector_expr(op, f.__getitem__)
@@ -552,6 +588,8 @@ class CEmitter:
             return f"fmaf({f[op.a]}, {f[op.b]}, {f[op.c]})"
         if isinstance(op, arith.ExtFOp):
             return f"nc_bf16({f[op.input]})"
+        if isinstance(op, loop.DotI8Op):  # one lane (vector lanes: vector_expr)
+            return f"nc_dot4({f[op.lhs]}, {f[op.rhs]})"
         if isinstance(op, _CASTS):
             return f"({c_type(op.results[0].type)})({f[op.operands[0]]})"
         raise EmitError(f"the C target cannot print {op.name}")

@@ -47,6 +47,33 @@ its one op is ``loop.vsitofp``, the scalar ``(float)`` per lane: each byte
 sign-extended to 32 bits (``_mm_cvtepi8_epi32``, ``_mm256_...``,
 ``_mm512_...``) and converted (``_cvtepi32_ps``, exact for 8-bit integers).
 
+A ``loop.dot4`` of ``W`` lanes (spec §5 kernel B's integer core) reads two
+``vector<4Wxi8>`` (``__m256i`` for 8 lanes, ``__m512i`` for 16, loaded by
+``_mm256_loadu_si256`` / ``_mm512_loadu_si512``) and gives a
+``vector<Wxi32>`` (``__m256i`` / ``__m512i``), lane ``l`` the exact ``sum_j
+(w[4l+j] + 128) * xq[4l+j]``; ``loop.vsitofp`` of it is ``_cvtepi32_ps``. It is
+printed as ``nc_dot4x8`` (``nc_dot4x16``), defined in the prelude by the
+int8-dot path of ``targets/arch.py`` (``dot_prelude``), each computing the
+same integers:
+
+* ``avx512_vnni``: ``vpdpbusd`` from zero on ``w XOR 0x80`` (the unsigned
+  ``w + 128``) and ``xq`` (signed): ``_mm256_dpbusd_epi32`` (AVX512-VNNI with
+  AVX512VL), ``_mm512_dpbusd_epi32`` for 16 lanes; ``vpdpbusd`` adds the four
+  products of a dword into 32 bits without saturation, so it is exactly ``p``;
+* ``avx_vnni``: the same, VEX-encoded (``_mm256_dpbusd_avx_epi32``);
+* ``avx2``: ``p = sum w * xq + 128 * sum xq``, each by ``vpmaddubsw`` (u8 x
+  s8, adjacent pairs added with int16 saturation) then ``vpmaddwd`` by ones
+  (int16 pairs into int32, exact): ``sum w * xq`` as ``|xq|`` (unsigned, <=
+  127) times ``w`` with the sign of ``xq`` (``_mm256_sign_epi8``: |w| <= 127,
+  so no wrap), each product of magnitude <= 127 * 127, a pair <= 32258 <
+  32767: no saturation; ``128 * sum xq`` as the unsigned 128 times ``xq``, a
+  pair <= 2 * 128 * 127 = 32512 < 32767: no saturation. (The direct ``(w XOR
+  0x80) * xq`` would reach 2 * 255 * 127 = 64770 and saturate.) Both operands
+  in [-127, 127] (spec §5: -128 is never used);
+* ``scalar``: ``nc_dot4`` (``targets/c.py``'s prelude) per lane, through
+  memory (a vector arch with ``NANOCOMPILE_INT8_DOT=scalar``; the scalar arch
+  prints no vector ``loop.dot4``).
+
 AVX2 comparisons give a vector of all-ones/all-zeros lanes (the mask
 ``vector<8xi1>`` is a ``__m256``) and ``_mm256_blendv_ps`` selects by it;
 AVX-512 comparisons give a bit mask (``vector<16xi1>`` is a ``__mmask16``,
@@ -63,7 +90,7 @@ from collections.abc import Set as AbstractSet
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import VectorType, bf16, i1, i8
+from xdsl.dialects.builtin import VectorType, bf16, i1, i8, i32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nanocompile.dialects import loop
@@ -234,10 +261,100 @@ BF16_SHAPES = {4: ("__m128i", "_mm_loadl_epi64", "_mm"),
                16: ("__m256i", "_mm256_loadu_si256", "_mm512")}
 
 
-# lanes -> (C type of a vector<Wxi8>, its load, the f32 prefix of its widening)
+# lanes -> (C type of a vector<Wxi8>, its load, the f32 prefix of its widening; 32
+# and 64 bytes: loop.dot4 operands, never widened)
 I8_SHAPES = {4: ("__m128i", "_mm_loadu_si32", "_mm"),
              8: ("__m128i", "_mm_loadl_epi64", "_mm256"),
-             16: ("__m128i", "_mm_loadu_si128", "_mm512")}
+             16: ("__m128i", "_mm_loadu_si128", "_mm512"),
+             32: ("__m256i", "_mm256_loadu_si256", "_mm256"),
+             64: ("__m512i", "_mm512_loadu_si512", "_mm512")}
+# lanes of a vector<Wxi32> (a loop.dot4 result) -> (C type, the f32 prefix)
+I32_SHAPES = {8: ("__m256i", "_mm256"), 16: ("__m512i", "_mm512")}
+
+INT8_DOT_PATHS = ("scalar", "avx2", "avx_vnni", "avx512_vnni")  # targets/arch.py's
+
+_DOT8 = {
+    "avx512_vnni": """\
+/* loop.dot4, 8 lanes: vpdpbusd (AVX512-VNNI + VL) from zero, u8 = w XOR 0x80 = w + 128 */
+static inline __m256i nc_dot4x8(__m256i xq, __m256i w) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(),
+                             _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), xq);
+}
+""",
+    "avx_vnni": """\
+/* loop.dot4, 8 lanes: vpdpbusd (AVX-VNNI) from zero, u8 = w XOR 0x80 = w + 128 */
+static inline __m256i nc_dot4x8(__m256i xq, __m256i w) {
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(),
+                                 _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), xq);
+}
+""",
+    "avx2": """\
+/* loop.dot4, 8 lanes, AVX2: sum w*xq + 128*sum xq, each by vpmaddubsw then vpmaddwd by
+   ones; |xq| (u8 <= 127) * w signed as xq: pairs <= 2*127*127 = 32258, 128 (u8) * xq:
+   pairs <= 2*128*127 = 32512, so no int16 saturation (w, xq in [-127, 127]) */
+static inline __m256i nc_dot4x8(__m256i xq, __m256i w) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i wx = _mm256_maddubs_epi16(_mm256_abs_epi8(xq), _mm256_sign_epi8(w, xq));
+  const __m256i bx = _mm256_maddubs_epi16(_mm256_set1_epi8((char)0x80), xq);
+  return _mm256_add_epi32(_mm256_madd_epi16(wx, ones), _mm256_madd_epi16(bx, ones));
+}
+""",
+}
+_DOT_SCALAR = """\
+/* loop.dot4, W lanes, one by one: nc_dot4 per lane (the scalar int8-dot path) */
+static inline VI nc_dot4xW(VI xq, VI w) {
+  nc_i8x4 a[W], b[W];
+  int32_t p[W];
+  memcpy(a, &xq, sizeof a);
+  memcpy(b, &w, sizeof b);
+  for (int l = 0; l < W; ++l) p[l] = nc_dot4(a[l], b[l]);
+  VI r;
+  memcpy(&r, p, sizeof r);
+  return r;
+}
+"""
+_DOT16 = """\
+/* loop.dot4, 16 lanes: vpdpbusd (AVX512-VNNI) from zero, u8 = w XOR 0x80 = w + 128 */
+static inline __m512i nc_dot4x16(__m512i xq, __m512i w) {
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                             _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80)), xq);
+}
+"""
+
+
+class DotPathError(ValueError):
+    """An int8-dot path that cannot print a vector ``loop.dot4`` of these lanes."""
+
+
+def dot_prelude(lanes: AbstractSet[int], path: str) -> str:
+    """The ``nc_dot4x<W>`` helpers of the vector ``loop.dot4`` lane counts
+    ``lanes`` by the int8-dot ``path`` (the module docstring)."""
+    if path not in INT8_DOT_PATHS:
+        raise DotPathError(f"unknown int8-dot path '{path}', expected one of "
+                           f"{', '.join(INT8_DOT_PATHS)}")
+    out = []
+    for w in sorted(lanes):
+        if path == "scalar" and w in I32_SHAPES:
+            out.append(_DOT_SCALAR.replace("VI", I32_SHAPES[w][0]).replace("W", str(w)))
+        elif w == 8 and path in _DOT8:
+            out.append(_DOT8[path])
+        elif w == 16 and path == "avx512_vnni":
+            out.append(_DOT16)
+        else:
+            raise DotPathError(f"the int8-dot path '{path}' prints no loop.dot4 of {w} "
+                               "lanes (8 lanes: scalar, avx2, avx_vnni, avx512_vnni; 16: "
+                               "scalar, avx512_vnni)")
+    return "\n" + "".join(out)
+
+
+def is_dot_group(value: SSAValue) -> bool:
+    """A ``vector<4xi8>`` used only by scalar ``loop.dot4`` (one lane's 4 bytes):
+    C's ``nc_i8x4``, no vector register (what ``vectorize`` widens by 4 lanes
+    of i8 into ``loop.vsitofp`` stays an ``__m128i``)."""
+    t = value.type
+    return (isinstance(t, VectorType) and t.element_type == i8 and t.get_shape() == (4,)
+            and bool(value.uses) and all(isinstance(u.operation, loop.DotI8Op)
+                                         for u in value.uses))
 
 
 def _bf16_shape(t: VectorType) -> tuple[str, str, str] | None:
@@ -264,10 +381,19 @@ def vector_load(t: VectorType, address: str) -> str:
     return f"{_shape(t)[2]}_loadu_ps(&{address})"
 
 
+def _i32_shape(t: VectorType) -> tuple[str, str]:
+    shape = I32_SHAPES.get(t.get_shape()[0]) if len(t.get_shape()) == 1 else None
+    if shape is None:
+        raise VectorEmitError(f"the C target prints i32 vectors of 8 or 16 lanes, got {t}")
+    return shape
+
+
 def _widen_i8(op: loop.VSIToFPOp, name: Callable[[SSAValue], str]) -> str:
     """``loop.vsitofp`` of a ``vector<Wxi8>``: per lane, the byte sign-extended
-    and converted (exact)."""
+    and converted (exact); of a ``vector<Wxi32>``: converted."""
     assert isinstance(op.input.type, VectorType)
+    if op.input.type.element_type == i32:
+        return f"{_i32_shape(op.input.type)[1]}_cvtepi32_ps({name(op.input)})"
     shape = _bf16_shape(op.input.type)
     assert shape is not None  # the verifier: a vector of i8
     p = shape[2]
@@ -301,6 +427,8 @@ def _bit_mask(t: VectorType) -> bool:
 def vector_c_type(t: VectorType) -> str:
     """``__m256`` for ``vector<8xf32>`` and its ``vector<8xi1>`` mask (``__m128``
     for 4 lanes); ``__m512`` for ``vector<16xf32>``, ``__mmask16`` for its mask."""
+    if t.element_type == i32:
+        return _i32_shape(t)[0]
     bf16_shape = _bf16_shape(t)
     if bf16_shape is not None:
         return bf16_shape[0]
@@ -339,6 +467,8 @@ def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (on
         return _widen(op, name)
     if isinstance(op, loop.VSIToFPOp):
         return _widen_i8(op, name)
+    if isinstance(op, loop.DotI8Op):  # nc_dot4x<W>: dot_prelude's, per int8-dot path
+        return f"nc_dot4x{op.lanes}({name(op.lhs)}, {name(op.rhs)})"
     w, _, p, _ = _shape(t)
     if isinstance(op, xmath.FmaOp):
         return f"{p}_fmadd_ps({name(op.a)}, {name(op.b)}, {name(op.c)})"

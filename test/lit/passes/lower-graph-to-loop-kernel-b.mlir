@@ -4,8 +4,10 @@
 // terms of the whole block (term t: lane t mod 8 of block t div 8, so blocks
 // four at a time into four accumulators of 8, leftover blocks into acc0), each
 // term one math.fma of f32(p) by the block's scale xs[m, t div 8], p the exact
-// i32 sum over the 4 columns 4t + j (j = 0..3, unrolled) of (w + 128) * xq
-// (both i8 widened by arith.extsi); then the 2 tail columns unrolled in column order
+// i32 sum over the 4 columns 4t + j (j = 0..3) of (w + 128) * xq: one loop.dot4
+// of the 4 bytes of each from column 4t (vector<4xi8> loads, stride 1 along the
+// columns); then the 2 tail columns unrolled in column order (both i8 widened by
+// arith.extsi)
 // into one i32 sum, converted, multiplied by xs[m, 1] and then added (no FMA).
 // graph.reduce_sum order = "sequential" is one accumulator in index order
 // (no lanes), where the default f32 sum is a lanes loop of 16; graph.round is
@@ -31,29 +33,14 @@ graph.func @core {
 // CHECK-DAG:     %[[C32:.*]] = arith.constant 32 : index
 // CHECK-DAG:     %[[C33:.*]] = arith.constant 33 : index
 // CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
-// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : index
-// CHECK-DAG:     %[[C3:.*]] = arith.constant 3 : index
 // CHECK:         loop.for "d0" %[[M:.*]] = %[[C0]] to %{{.*}} {
 // CHECK-NEXT:      loop.for "d1" %[[N:.*]] = %[[C0]] to %[[C8]] {
 // CHECK-NEXT:        %[[Z:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:        %[[TOT:.*]] = loop.for "k" %[[T:.*]] = %[[C0]] to %[[C8]] lanes 32 tail 8 tree [3, 4, 2, 0, 1] iter(%[[ACC:.*]] = %[[Z]]) -> (f32) {
 // CHECK-NEXT:          %[[COL0:.*]] = arith.muli %[[T]], %[[C4]] : index
-// CHECK-NEXT:          %[[Z32:.*]] = arith.constant 0 : i32
-// CHECK-NEXT:          %[[XQ0:.*]] = loop.load %1[%[[M]], %[[COL0]]] strides [34, 1] : i8
-// CHECK-NEXT:          %[[W0:.*]] = loop.load %3[%[[COL0]], %[[N]]] strides [1, 34] : i8
-// CHECK-NEXT:          %[[WI0:.*]] = arith.extsi %[[W0]] : i8 to i32
-// CHECK-NEXT:          %[[B128:.*]] = arith.constant 128 : i32
-// CHECK-NEXT:          %[[U0:.*]] = arith.addi %[[WI0]], %[[B128]] : i32
-// CHECK-NEXT:          %[[XI0:.*]] = arith.extsi %[[XQ0]] : i8 to i32
-// CHECK-NEXT:          %[[UX0:.*]] = arith.muli %[[U0]], %[[XI0]] : i32
-// CHECK-NEXT:          %[[P0:.*]] = arith.addi %[[Z32]], %[[UX0]] : i32
-// CHECK-NEXT:          %[[COL1:.*]] = arith.addi %[[COL0]], %[[C1]] : index
-// CHECK-NEXT:          loop.load %1[%[[M]], %[[COL1]]] strides [34, 1] : i8
-// CHECK:               %[[P1:.*]] = arith.addi %[[P0]], %{{.*}} : i32
-// CHECK-NEXT:          %[[COL2:.*]] = arith.addi %[[COL0]], %[[C2]] : index
-// CHECK:               %[[P2:.*]] = arith.addi %[[P1]], %{{.*}} : i32
-// CHECK-NEXT:          %[[COL3:.*]] = arith.addi %[[COL0]], %[[C3]] : index
-// CHECK:               %[[P:.*]] = arith.addi %[[P2]], %{{.*}} : i32
+// CHECK-NEXT:          %[[XQ4:.*]] = loop.load %1[%[[M]], %[[COL0]]] strides [34, 1] : vector<4xi8>
+// CHECK-NEXT:          %[[W4:.*]] = loop.load %3[%[[COL0]], %[[N]]] strides [1, 34] : vector<4xi8>
+// CHECK-NEXT:          %[[P:.*]] = loop.dot4 %[[XQ4]], %[[W4]] : vector<4xi8> -> i32
 // CHECK-NEXT:          %[[BLK:.*]] = arith.divsi %[[T]], %[[C8]] : index
 // CHECK-NEXT:          %[[PF:.*]] = arith.sitofp %[[P]] : i32 to f32
 // CHECK-NEXT:          %[[XS:.*]] = loop.load %2[%[[M]], %[[BLK]]] strides [2, 1] : f32
@@ -80,7 +67,9 @@ graph.func @core {
 // FUSED-SAME:    footprints [#loop.fp<[seq, 8], [8, 1]>, #loop.fp<[34, 8], [1, 34]>, #loop.fp<[seq, 34], [34, 1]>, #loop.fp<[seq, 2], [2, 1]>]
 // FUSED:           loop.for "k" %{{.*}} lanes 32 tail 8 tree [3, 4, 2, 0, 1] iter(%{{.*}}) -> (f32) {
 // FUSED-NOT:         loop.for
-// FUSED:             arith.extsi %{{.*}} : i8 to i32
+// FUSED:             loop.load %{{.*}} : vector<4xi8>
+// FUSED:             loop.load %{{.*}} strides [1, 34] : vector<4xi8>
+// FUSED:             loop.dot4 %{{.*}} : vector<4xi8> -> i32
 // FUSED:             math.fma
 // FUSED:           arith.mulf
 // FUSED-NEXT:      arith.addf

@@ -1,6 +1,6 @@
 """spec §5 kernel B (W8A8) compiled, bitwise against the NumPy reference of the
 spec (``_int8_reference.kernel_b``, written from the spec alone): issue 18's
-"must show" item 1 for kernel B, on its scalar integer path.
+"must show" item 1 for kernel B, on every int8-dot path of its integer core.
 
 Kernel B as the compiler builds it: a projection ``x @ W.T`` (``W`` an f32
 weight ``[N, K]``, a bias after it) through ``quantize-int8{kernel=b}``: the
@@ -18,12 +18,21 @@ Claims:
   halves x / xs = k + 1/2, which roundf takes away from zero);
 * unfused (one kernel per primitive) = fused, bit for bit;
 * the Loop IR states the order: a lanes loop of 32 lanes, tail 8, kernel A's
-  tree, over the lane terms, each an exact i32 dot product of 4 columns (in
-  column order); the weight is read as bytes (1 byte per element counted);
-* the quick suite compiles the scalar path (what every CPU runs); the other
-  archs (whose schedules vectorize the quantization's kernels; the integer
-  core stays scalar this session) and the model's shapes (q/o, k/v, gate/up,
-  down at 1 and 7 rows, a column subset of 256) are marked slow (seconds of gcc each).
+  tree, over the lane terms, each an exact i32 dot product of 4 columns (one
+  ``loop.dot4`` of two ``vector<4xi8>`` loads); the weight is read as bytes (1
+  byte per element counted); the default schedules vectorize the lanes loop by
+  8 (``vector<32xi8>`` loads, ``loop.dot4`` of 8 i32 lanes) and jam 16 columns;
+* every int8-dot path (``targets/arch.py``; ``PATHS``): ``scalar`` (the scalar
+  arch: ``nc_dot4`` per term, what every CPU runs), ``avx2`` (``vpmaddubsw``
+  with the sign trick, the AVX2 arch), ``avx_vnni`` (``_mm256_dpbusd_avx_epi32``,
+  the AVX2 arch) and ``avx512_vnni`` (``_mm256_dpbusd_epi32``, the AVX-512 arch),
+  each chosen by ``NANOCOMPILE_INT8_DOT`` and skipped with its reason where the
+  CPU lacks its flags, gives the reference's bits on the tails and the model's
+  shapes (q/o, k/v, gate/up, down at 1, 7 and 64 rows, a column subset of 256),
+  at 1, 2 and 3 threads (the C is checked to hold the path's instruction);
+* the quick suite compiles the scalar path and the host's best path on the
+  tails; the other paths and the model's shapes are marked slow (seconds of gcc
+  and of the reference each).
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from _arches import arch_params
+from _arches import missing_reason
 from _int8_reference import kernel_b, quantize_rows
 from _numerics import assert_bitwise, rng_for
 
@@ -41,9 +50,25 @@ from nanocompile.backend.runtime import CompiledProgram
 from nanocompile.compiler import CompileOptions, Pipeline, compile_loop, int8_pass
 from nanocompile.dialects import loop
 from nanocompile.frontend.tensor import GraphBuilder
-from nanocompile.targets.arch import SCALAR, Arch
+from nanocompile.targets.arch import (
+    AVX2,
+    AVX512,
+    INT8_DOT_FLAGS,
+    SCALAR,
+    Arch,
+    best_int8_dot,
+    cpu_flags,
+)
 
-THREADS = (1, 2)
+THREADS = (1, 2, 3)
+ROWS = (1, 7, 64)
+PATHS = {"scalar": SCALAR, "avx2": AVX2, "avx_vnni": AVX2, "avx512_vnni": AVX512}
+"""Each int8-dot path and the arch it is compiled for (the scalar arch does not
+vectorize: its integer core is ``nc_dot4`` per lane term)."""
+PATH_C = {"scalar": "nc_dot4(", "avx2": "_mm256_maddubs_epi16(",
+          "avx_vnni": "_mm256_dpbusd_avx_epi32(", "avx512_vnni": "_mm256_dpbusd_epi32("}
+"""What the C of each path holds (its instruction)."""
+HOST_PATH = best_int8_dot(cpu_flags())
 TAIL_KS = (1, 7, 31, 32, 33, 40, 100, 128, 160, 896)
 TAIL_N = 20  # output columns: not a multiple of any column tile
 MODEL_SHAPES = {"q_o": (896, 896), "k_v": (896, 128), "gate_up": (896, 4864),
@@ -114,9 +139,42 @@ def module_for(cases: Sequence[tuple[str, int, int, bool]]) -> object:
 def compile_for(module: object, weights: dict[str, np.ndarray], arch: Arch,
                 fuse: bool = True) -> CompiledProgram:
     """``module`` through ``quantize-int8{kernel=b}`` and every stage, the default
-    schedules of ``arch``."""
+    schedules of ``arch`` (the int8-dot path: ``NANOCOMPILE_INT8_DOT`` or the host's)."""
     options = CompileOptions(fuse=fuse, arch=arch.name, quantize=int8_pass(kernel="b"))
     return compile_loop(Pipeline(module, options).kernels, weights)  # type: ignore[arg-type]
+
+
+def path_reason(path: str) -> str | None:
+    """Why the int8-dot ``path`` cannot run here (its arch's or its own flags), None
+    when it can."""
+    reason = missing_reason(PATHS[path])
+    if reason is not None:
+        return reason
+    missing = [f for f in INT8_DOT_FLAGS[path] if f not in cpu_flags()]
+    return (f"the CPU has no {', '.join(missing)} (the {path} int8-dot path untested here)"
+            if missing else None)
+
+
+def path_params(paths: Sequence[str] = tuple(PATHS)) -> list[object]:
+    """``pytest.param`` per int8-dot path, id its name, skipped with its reason."""
+    out = []
+    for path in paths:
+        reason = path_reason(path)
+        marks = [pytest.mark.skip(reason=reason)] if reason else []
+        out.append(pytest.param(path, id=path, marks=marks))
+    return out
+
+
+def compile_on_path(module: object, weights: dict[str, np.ndarray], path: str,
+                    monkeypatch: pytest.MonkeyPatch) -> CompiledProgram:
+    """``compile_for`` on the int8-dot ``path`` (``PATHS``' arch, the path by
+    ``NANOCOMPILE_INT8_DOT``); its C holds the path's instruction."""
+    monkeypatch.setenv("NANOCOMPILE_INT8_DOT", path)
+    program = compile_for(module, weights, PATHS[path])
+    assert PATH_C[path] in program.source, path
+    if path != "scalar":
+        assert "nc_dot4x8(" in program.source  # the integer core vectorized
+    return program
 
 
 def check(program: CompiledProgram, feeds: Sequence[dict[str, np.ndarray]],
@@ -146,7 +204,7 @@ def _tail_feeds(label: str) -> tuple[list[dict[str, np.ndarray]], list[dict[str,
     cases, weights = _tails()
     rng = rng_for(f"kernel B tail inputs {label}", 0)
     feeds, wants = [], []
-    for rows in (1, 7):
+    for rows in ROWS:
         feed = {f"x{name}": activations(rng, rows, k) for name, k, _, _ in cases}
         feeds.append(feed)
         wants.append({f"y{name}": reference(feed[f"x{name}"], weights, name)
@@ -154,21 +212,29 @@ def _tail_feeds(label: str) -> tuple[list[dict[str, np.ndarray]], list[dict[str,
     return feeds, wants, weights
 
 
-def _tail_case(arch: Arch) -> None:
+def _tail_case(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     cases, _ = _tails()
-    feeds, wants, weights = _tail_feeds(arch.name)
-    program = compile_for(module_for(cases), weights, arch)
-    check(program, feeds, wants, f"tails, {arch.name}")
+    feeds, wants, weights = _tail_feeds(path)
+    program = compile_on_path(module_for(cases), weights, path, monkeypatch)
+    check(program, feeds, wants, f"tails, {path} int8-dot path")
 
 
-def test_every_tail_is_the_reference_scalar() -> None:
-    _tail_case(SCALAR)
+def test_every_tail_is_the_reference_scalar(monkeypatch: pytest.MonkeyPatch) -> None:
+    _tail_case("scalar", monkeypatch)
 
 
-@pytest.mark.slow  # seconds of gcc per arch: the 3-minute budget
-@pytest.mark.parametrize("arch", [p for p in arch_params() if p.values[0].name != "scalar"])
-def test_every_tail_is_the_reference(arch: Arch) -> None:
-    _tail_case(arch)
+@pytest.mark.skipif(HOST_PATH == "scalar", reason="this CPU has no vector int8-dot path")
+def test_every_tail_is_the_reference_on_the_hosts_path(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """The path this CPU's programs use (``host_int8_dot``), in the quick suite."""
+    _tail_case(HOST_PATH, monkeypatch)
+
+
+@pytest.mark.slow  # seconds of gcc per path: the 3-minute budget
+@pytest.mark.parametrize("path", path_params([p for p in PATHS if p not in ("scalar",
+                                                                            HOST_PATH)]))
+def test_every_tail_is_the_reference(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _tail_case(path, monkeypatch)
 
 
 @pytest.mark.slow  # one kernel per primitive: hundreds of kernels to compile
@@ -186,9 +252,10 @@ def test_unfused_is_the_fused() -> None:
 
 def test_the_loop_ir_states_the_order_and_reads_bytes() -> None:
     """The integer core's kernel: a lanes loop (32 lanes, tail 8, tree [3, 4, 2, 0,
-    1]) of FMAs over 8 lane terms per block, each an i32 sum of 4 widened i8
-    products, the K mod 32 tail unrolled after it; the weight counted
-    at 1 byte per element, the quantized activations at 1 and their scales at 4."""
+    1]) of FMAs over 8 lane terms per block, each the i32 ``loop.dot4`` of the 4
+    bytes of xq and w from the term's first column, the K mod 32 tail unrolled
+    after it (widened i8 products); the weight counted at 1 byte per element, the
+    quantized activations at 1 and their scales at 4."""
     k, n = 100, 24
     module = module_for([("", k, n, True)])
     pipeline = Pipeline(module, CompileOptions(arch="scalar",  # type: ignore[arg-type]
@@ -203,8 +270,10 @@ def test_the_loop_ir_states_the_order_and_reads_bytes() -> None:
     assert parent.loop_name.data == "d1"  # right in the column loop: no loop in between
     in_lanes = str(lanes)
     assert in_lanes.count("math.fma") == 1
-    assert in_lanes.count("arith.extsi") == 2 * 4  # xq and w of the lane's 4 columns
-    assert text.count(": i8 to i32") == 2 * (4 + k % 32)  # then the tail's
+    assert in_lanes.count("loop.dot4") == 1  # xq and w of the lane's 4 columns
+    assert in_lanes.count(": vector<4xi8>") == 2 + 1  # their loads, the dot's type
+    assert "arith.extsi" not in in_lanes
+    assert text.count(": i8 to i32") == 2 * (k % 32)  # the tail's
     i8_reads = [fp for arg, mode, fp in zip(core.args, core.modes, core.footprints.data,
                                            strict=True)
                 if mode == "r" and arg.type.dtype.data == "i8"]
@@ -219,22 +288,41 @@ def test_the_loop_ir_states_the_order_and_reads_bytes() -> None:
 
 
 
-def _shape_case(name: str, arch: Arch) -> None:
+_SHAPE_FEEDS: dict[str, tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]],
+                               list[dict[str, np.ndarray]], np.ndarray | None]] = {}
+
+
+def _shape_feeds(name: str) -> tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]],
+                                     list[dict[str, np.ndarray]], np.ndarray | None]:
+    """Weights, feeds at ``ROWS`` rows, the reference's outputs and the compared
+    columns of the shape ``name`` (computed once per process: every path
+    compares with the same reference)."""
+    if name not in _SHAPE_FEEDS:
+        k, n = MODEL_SHAPES[name]
+        rng = rng_for(f"kernel B {name}", 0)
+        weights = weights_for(name, k, n, rng, name in ("q_o", "k_v"))
+        columns = None if n <= COMPARED_COLUMNS else np.sort(
+            rng_for(f"kernel B {name} columns", 0).choice(n, COMPARED_COLUMNS,
+                                                          replace=False))
+        feeds = [{f"x{name}": activations(rng, rows, k)} for rows in ROWS]
+        wants = [{f"y{name}": reference(f[f"x{name}"], weights, name, columns)}
+                 for f in feeds]
+        _SHAPE_FEEDS[name] = weights, feeds, wants, columns
+    return _SHAPE_FEEDS[name]
+
+
+def _shape_case(name: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     k, n = MODEL_SHAPES[name]
-    rng = rng_for(f"kernel B {name}", 0)
-    bias = name in ("q_o", "k_v")
-    weights = weights_for(name, k, n, rng, bias)
-    program = compile_for(module_for([(name, k, n, bias)]), weights, arch)
-    columns = None if n <= COMPARED_COLUMNS else np.sort(
-        rng_for(f"kernel B {name} columns", 0).choice(n, COMPARED_COLUMNS, replace=False))
-    feeds = [{f"x{name}": activations(rng, rows, k)} for rows in (1, 7)]
-    wants = [{f"y{name}": reference(f[f"x{name}"], weights, name, columns)} for f in feeds]
-    check(program, feeds, wants, f"{name} {k}x{n}, {arch.name}",
+    weights, feeds, wants, columns = _shape_feeds(name)
+    program = compile_on_path(module_for([(name, k, n, name in ("q_o", "k_v"))]), weights,
+                              path, monkeypatch)
+    check(program, feeds, wants, f"{name} {k}x{n}, {path} int8-dot path",
           None if columns is None else {f"y{name}": columns})
 
 
 @pytest.mark.slow  # seconds of gcc and of the reference per shape
-@pytest.mark.parametrize("arch", arch_params())
+@pytest.mark.parametrize("path", path_params())
 @pytest.mark.parametrize("name", list(MODEL_SHAPES))
-def test_every_model_shape_is_the_reference(name: str, arch: Arch) -> None:
-    _shape_case(name, arch)
+def test_every_model_shape_is_the_reference(name: str, path: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    _shape_case(name, path, monkeypatch)

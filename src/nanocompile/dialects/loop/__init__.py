@@ -88,8 +88,10 @@ from nanocompile.dialects.loop.types import (
     scalar_type,
 )
 from nanocompile.dialects.loop.vector import (
+    DOT_GROUP,
     LANE_COUNTS,
     VECTOR_OPS,
+    DotI8Op,
     LaneOrder,
     LaneSumOp,
     SplatOp,
@@ -109,10 +111,12 @@ from nanocompile.ir.symbolic import Expr, ExprLike
 # vector.py and are re-exported, so ``loop.BufferOp`` etc. keep working.
 __all__ = [
     "BUFFER_KINDS",
+    "DOT_GROUP",
     "LANE_COUNTS",
     "BufType",
     "BufferOp",
     "CheckOp",
+    "DotI8Op",
     "FootprintAttr",
     "ForOp",
     "IfOp",

@@ -16,6 +16,20 @@ takes scalars only:
     %f = loop.vsitofp %q : vector<8xi8> -> vector<8xf32>   lane l: f32(q[l]), exact
     %s = loop.lanesum %v : vector<8xf32> -> f32         the lanes' halving tree
     %t = loop.lanesum %v tree [2, 0, 1] : vector<8xf32> -> f32   the lanes' tree
+    %p = loop.dot4 %xq, %w : vector<4xi8> -> i32        sum_j (w[j] + 128) * xq[j], exact
+    %d = loop.dot4 %xq, %w : vector<32xi8> -> vector<8xi32>   the same per 4 bytes
+
+**The int8 dot of 4 bytes** (``loop.dot4``, spec §5 kernel B's integer core):
+of two vectors of ``4 L`` bytes, lane ``l`` (``l < L``) of the result is the
+exact i32 ``sum_{j<4} (w[4l + j] + 128) * xq[4l + j]`` (``w`` the second
+operand, taken as the unsigned byte ``w XOR 0x80``; ``xq`` the first, signed):
+one dword of ``vpdpbusd`` from zero. ``L = 1`` (4 bytes) gives a scalar
+``i32``: the lowering's form (``emit_matmul_i8``), which ``vectorize`` turns
+into ``L`` lanes, reading ``4 L`` consecutive bytes. Both operands hold bytes
+in [-127, 127] (spec §5: -128 is never used); the integers are exact (|p| <=
+4 * 255 * 127), so every instruction sequence that computes them
+(``targets/c_vector.py``: AVX512-VNNI, AVX-VNNI, AVX2's ``vpmaddubsw`` sign
+trick, scalar C) gives the same bits.
 
 **Lane trees.** ``L`` partial values (lanes, ``L`` a power of two) are added
 into one by a *tree*: an order of the ``log2 L`` bits of the lane index.
@@ -336,7 +350,9 @@ class VSelectOp(IRDLOperation):
 class VSIToFPOp(IRDLOperation):
     """Lane ``l`` is the integer lane ``l`` as f32, exactly (``arith.sitofp``
     per lane; xDSL 0.75's takes scalars only): the widening of a vector of
-    int8 weights, ``%f = loop.vsitofp %q : vector<8xi8> -> vector<8xf32>``."""
+    int8 weights, ``%f = loop.vsitofp %q : vector<8xi8> -> vector<8xf32>``, or of
+    kernel B's i32 dots (``vector<8xi32>``: lane ``l`` is ``(float)`` of it,
+    round to nearest even; exact for ``|p| <= 4 * 255 * 127 < 2**24``)."""
 
     name = "loop.vsitofp"
     input = operand_def(VectorType)
@@ -351,8 +367,9 @@ class VSIToFPOp(IRDLOperation):
         source = _vector(self.input.type, self.name)
         result = _vector(self.result.type, self.name)
         element = source.element_type
-        if not isinstance(element, IntegerType) or element.width.data != 8:
-            raise VerifyException(f"loop.vsitofp: expected a vector of i8, got {source}")
+        if not isinstance(element, IntegerType) or element.width.data not in (8, 32):
+            raise VerifyException(f"loop.vsitofp: expected a vector of i8 or i32, got "
+                                  f"{source}")
         if result != VectorType(f32, source.get_shape()):
             raise VerifyException(f"loop.vsitofp: the result must be "
                                   f"{VectorType(f32, source.get_shape())}, got {result}")
@@ -418,4 +435,83 @@ class LaneSumOp(IRDLOperation):
         return cls.build(operands=[value], result_types=[result], properties=props)
 
 
-VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, VSIToFPOp, LaneSumOp]
+DOT_GROUP = 4  # bytes per lane of ``loop.dot4`` (one vpdpbusd dword)
+DOT_LANES = (1, 4, 8, 16)  # i32 lanes of a ``loop.dot4`` (1: a scalar i32)
+
+
+def dot_result_type(operand: Attribute) -> Attribute:
+    """The result of ``loop.dot4`` on ``operand`` (``vector<4Lxi8>``): ``i32`` for
+    ``L = 1``, else ``vector<Lxi32>``."""
+    from xdsl.dialects.builtin import i32
+
+    assert isinstance(operand, VectorType)
+    lanes = operand.get_shape()[0] // DOT_GROUP
+    return i32 if lanes == 1 else VectorType(i32, [lanes])
+
+
+@irdl_op_definition
+class DotI8Op(IRDLOperation):
+    """The exact int8 dot of 4 bytes per lane (the module docstring):
+    ``%p = loop.dot4 %xq, %w : vector<32xi8> -> vector<8xi32>``, lane ``l`` =
+    ``sum_{j<4} (w[4l+j] + 128) * xq[4l+j]``; 4 bytes give a scalar ``i32``."""
+
+    name = "loop.dot4"
+    lhs = operand_def(VectorType)
+    rhs = operand_def(VectorType)
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue) -> None:
+        super().__init__(operands=[lhs, rhs], result_types=[dot_result_type(lhs.type)])
+
+    @property
+    def lanes(self) -> int:
+        """The i32 lanes of the result (1: scalar)."""
+        assert isinstance(self.lhs.type, VectorType)
+        return self.lhs.type.get_shape()[0] // DOT_GROUP
+
+    def verify_(self) -> None:
+        vector = _vector(self.lhs.type, self.name)
+        element = vector.element_type
+        shape = vector.get_shape()[0]
+        if not isinstance(element, IntegerType) or element.width.data != 8 \
+                or shape % DOT_GROUP or shape // DOT_GROUP not in DOT_LANES:
+            raise VerifyException(f"loop.dot4: expected vectors of 4, 16, 32 or 64 i8 "
+                                  f"(4 bytes per i32 lane), got {vector}")
+        if self.rhs.type != vector:
+            raise VerifyException(f"loop.dot4: operands differ in type ({vector} and "
+                                  f"{self.rhs.type})")
+        want = dot_result_type(vector)
+        if self.result.type != want:
+            raise VerifyException(f"loop.dot4: the result of {vector} must be {want}, got "
+                                  f"{self.result.type}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.lhs)
+        printer.print_string(", ")
+        printer.print_operand(self.rhs)
+        printer.print_string(" : ")
+        printer.print_attribute(self.lhs.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> DotI8Op:
+        lhs = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        rhs = parser.parse_unresolved_operand()
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        vector = parser.parse_type()
+        if not isinstance(vector, VectorType):
+            parser.raise_error(f"expected a vector of i8, got {vector}", pos, parser.pos)
+        parser.parse_punctuation("->")
+        result = parser.parse_type()  # as written (the verifier checks it)
+        return cls.build(operands=[parser.resolve_operand(lhs, vector),
+                                   parser.resolve_operand(rhs, vector)],
+                         result_types=[result])
+
+
+VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, VSIToFPOp, LaneSumOp,
+                                         DotI8Op]

@@ -489,12 +489,12 @@ loop.kernel @k() syms [] access [] footprints [] {
 
 // -----
 
-// the exact widening of int8 lanes takes i8, not i32
+// the exact widening of int8 lanes (or of loop.dot4's i32) takes i8 or i32, not i16
 loop.kernel @k() syms [] access [] footprints [] {
-  %v = "test.op"() : () -> vector<8xi32>
-  %f = loop.vsitofp %v : vector<8xi32> -> vector<8xf32>
+  %v = "test.op"() : () -> vector<8xi16>
+  %f = loop.vsitofp %v : vector<8xi16> -> vector<8xf32>
 }
-// CHECK: error: loop.vsitofp: expected a vector of i8, got vector<8xi32>
+// CHECK: error: loop.vsitofp: expected a vector of i8 or i32, got vector<8xi16>
 
 // -----
 
