@@ -81,8 +81,9 @@ thread count, printed after issue 17's and stored in every record of the run
 * decode at >= 80 % of its own bandwidth roofline: (c-int8's IR bytes per decode
   step / read bandwidth at that thread count of the newest clean probe record
   of this machine) / the median >= 0.80;
-* kernel-B prefill at 128 tokens >= 2x faster than ``llama-q8_0``: not judged
-  (kernel B, W8A8 with integer dot products, has no vector path yet: not measured).
+* kernel-B prefill at 128 tokens >= 2x faster than ``llama-q8_0``: the sign
+  test counts a round when 2 x ``c-int8-dot``'s prefill ms/token is below
+  llama.cpp's (p <= ALPHA).
 
 Beside them, as the precondition a llama.cpp peer is held to: how many
 leading greedy tokens ``llama-q8_0`` shares with ``c-int8`` on the decode
@@ -150,8 +151,7 @@ LLAMA_Q8 = "llama-q8_0"
 GOAL18_VS_LLAMA_Q8 = 1.5  # decode: c-int8 this many x faster than llama-q8_0
 GOAL18_ROOFLINE = 0.80  # decode: at >= this fraction of its bandwidth roofline
 GOAL18_KERNEL_B_PREFILL = 2.0  # kernel-B prefill@128: this many x faster than llama-q8_0
-KERNEL_B_NOT_BUILT = ("kernel B (W8A8, integer dot products; weights='int8-dot') has no vector "
-                      "path yet (scalar C only): not measured")
+INT8_DOT_ENGINE = "c-int8-dot"  # spec §5 kernel B (W8A8, integer dot products)
 
 
 def prefill_metric(prompt: int) -> str:
@@ -905,6 +905,20 @@ def _int8_decode_faster(index: dict[tuple[str, int, str], dict[str, Any]],
             "sign_test": test.as_dict()}
 
 
+def _kernel_b_prefill_faster(index: dict[tuple[str, int, str], dict[str, Any]],
+                             threads: int) -> dict[str, Any]:
+    metric = prefill_metric(GOAL_PREFILL_TOKENS)
+    nc = index.get((INT8_DOT_ENGINE, threads, metric))
+    other = index.get((LLAMA_Q8, threads, metric))
+    if nc is None or other is None:
+        return _missing(((INT8_DOT_ENGINE, nc), (LLAMA_Q8, other)), metric, threads)
+    test = paired_factor_test(other["values"], nc["values"], GOAL18_KERNEL_B_PREFILL)
+    return {"met": test.p_value <= ALPHA, "factor": GOAL18_KERNEL_B_PREFILL, "peer": LLAMA_Q8,
+            "median": nc["median"], "peer_median": other["median"],
+            "peer_over_int8": other["median"] / nc["median"] if nc["median"] > 0 else 0.0,
+            "sign_test": test.as_dict()}
+
+
 def leading_agreement(tokens: dict[str, list[int]], a: str, b: str) -> dict[str, Any] | None:
     """How many leading greedy tokens engines ``a`` and ``b`` share (None if either
     did not run)."""
@@ -934,7 +948,7 @@ def evaluate_goals_issue18(measurements: list[dict[str, Any]], *, threads: Seque
         "decode_roofline": {str(t): _bf16_roofline(index, t, decode_bytes, bandwidth,
                                                    engine=INT8_ENGINE, limit=GOAL18_ROOFLINE)
                             for t in threads},
-        "kernel_b_prefill_vs_llama_q8_0": {str(t): _not_judged(KERNEL_B_NOT_BUILT)
+        "kernel_b_prefill_vs_llama_q8_0": {str(t): _kernel_b_prefill_faster(index, t)
                                            for t in threads},
         "tokens_vs_llama_q8_0": leading_agreement(tokens or {}, INT8_ENGINE, LLAMA_Q8),
     }
@@ -949,9 +963,10 @@ GOAL18_TITLES = {
 
 
 def _goal18_detail(key: str, g: dict[str, Any]) -> str:
-    if key == "decode_vs_llama_q8_0":
+    if key in ("decode_vs_llama_q8_0", "kernel_b_prefill_vs_llama_q8_0"):
+        engine = INT8_ENGINE if key == "decode_vs_llama_q8_0" else INT8_DOT_ENGINE
         return (f"medians {g['median']:.2f} vs {g['peer_median']:.2f} ms/token: "
-                f"{g['peer']}/{INT8_ENGINE} {g['peer_over_int8']:.2f}x; {g['factor']:g}x "
+                f"{g['peer']}/{engine} {g['peer_over_int8']:.2f}x; {g['factor']:g}x "
                 f"faster in {_p(g['sign_test'])}")
     return (f"{g['median']:.2f} ms/token vs floor {g['floor_ms']:.2f} = "
             f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, probe "

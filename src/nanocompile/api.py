@@ -714,7 +714,8 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     then computes exactly the C's bits. ``"int8-dot"`` is kernel B (W8A8:
     activations quantized per block of 32, exact integer dot products) for
     the projections, with the same int8 weights; the LM head stays kernel A
-    (or f32 with ``int8_embedding=False``). Its C is scalar for now (slow).
+    (or f32 with ``int8_embedding=False``); its integer core runs the best
+    int8-dot instructions this CPU has (AVX512-VNNI, AVX-VNNI, AVX2 or scalar).
 
     Raises ``SnapshotError``/``ConfigError``/``SafetensorsError`` for a bad
     directory and ``ValueError`` for bad options.

@@ -679,8 +679,8 @@ def _add_model_options(p: argparse.ArgumentParser, backend: bool = True) -> None
                    "at load), the same bits either way; int8 (spec 5's kernel A, W8A32: the "
                    "projections and the embedding/LM head as int8 with f32 row scales, "
                    "quantized at the first load and cached); int8-dot (kernel B, W8A8: "
-                   "activations quantized per block of 32, integer dot products; scalar "
-                   "C for now)")
+                   "activations quantized per block of 32, integer dot products: VNNI, "
+                   "AVX2 or scalar, whichever this CPU has)")
     _add_int8_options(p)
     if backend:
         p.add_argument("--threads", type=_thread_count, metavar="N",
