@@ -31,7 +31,9 @@ Which ops go where (walking the graph from its outputs back):
     matmuls of one shape share the k loop (gate and up); spec §5 kernel B's
     ``matmul_i8`` is a contraction too, the anchor of its epilogue (the
     offset, the row scale, a bias), alone in its region; what it reads (the
-    quantized activations and their scales) is stored, never its prologue;
+    quantized activations and their scales) is stored, never its prologue,
+    and so is a row-invariant op of its epilogue (``128 * off``: it joins the
+    offset's row kernel), so that its rows stay a perfect nest;
   - an elementwise op that depends on a matmul stays in the matmul's
     epilogue rather than joining a row kernel (scale and mask of the
     attention scores are applied as the scores are stored);
@@ -112,6 +114,7 @@ class Partition:
         self.region_of: dict[Operation, Region] = {}
         self.regions: list[Region] = []
         self._matmul_dependent: dict[Operation, bool] = {}
+        self._i8_anchored: dict[Region, bool] = {}
         for op in reversed(self.ops):
             if op in self.inline or _is_external(op):
                 if op in self.inline and op.results[0] in self.outputs:
@@ -257,6 +260,43 @@ class Partition:
         return all(not p.through and isinstance(p.consumer, ELEMENTWISE_OPS)
                    for p in paths)
 
+    def _row_invariant_in_i8(self, op: Operation, region: Region) -> bool:
+        """``op`` is row-invariant in a kernel B region (shaped like its rows,
+        ``shape[:-1] + [1]``, e.g. the offset ``128 * off``): there the lowering
+        would compute it once per row before the column loop, so the rows could
+        not move inside a column tile (``reorder``: no row jam, every row
+        streaming the whole weight). Stored instead, it joins the row kernel
+        that computes its operand (the offset's sum), and the region reads it
+        through its broadcast like any input: the same op on the same operands,
+        the same bits."""
+        shape = region.shape
+        if not shape or shape[-1] == 1:
+            return False
+        if g.tensor_type(op.results[0]).dims != (*shape[:-1], Expr.const(1)):
+            return False
+        return self._anchored_i8(region)
+
+    def _anchored_i8(self, region: Region) -> bool:
+        """``region`` is (or will be, once the walk reaches it) a ``matmul_i8``'s:
+        it holds one, or its root is computed from one of its shape through
+        single-use elementwise ops (the epilogue), the anchor not assigned yet."""
+        if any(isinstance(m, g.MatmulI8Op) for m in region.matmuls()):
+            return True
+        if region in self._i8_anchored:
+            return self._i8_anchored[region]
+        found, seen, stack = False, {region.root}, [region.root]
+        while stack and not found:
+            for v in stack.pop().operands:
+                owner = v.owner
+                if isinstance(owner, g.MatmulI8Op) and owner.result.type.dims == region.shape:
+                    found = True
+                elif (isinstance(owner, ELEMENTWISE_OPS) and owner not in self.inline
+                      and owner not in seen and v.has_one_use()):
+                    seen.add(owner)
+                    stack.append(owner)
+        self._i8_anchored[region] = found
+        return found
+
     def _reduction_joins(self, op: g.ReduceOp, region: Region, paths: list[Path]) -> bool:
         src = g.tensor_type(op.operand).dims
         axis = op.axis.data
@@ -269,6 +309,8 @@ class Partition:
     def _elementwise_joins(self, op: Operation, region: Region, paths: list[Path]) -> bool:
         if any(isinstance(p.consumer, CONTRACTION_OPS) for p in paths):
             return False  # never a matmul prologue
+        if self._row_invariant_in_i8(op, region):
+            return False  # stored: joins its producer's row kernel instead
         if self._epilogue_bound(op) and (region.reductions() or (not region.matmuls()
                                             and _feeds_reduction(paths))):
             return False  # stays in the matmul's epilogue

@@ -411,22 +411,27 @@ def _dots_int8(for_op: loop.ForOp) -> bool:
 
 
 def _row_work(rows: loop.ForOp) -> bool:
-    """The rows loop holds ops besides its column loop (kernel B's row-invariant
-    ``128 * off``): ``reorder`` cannot move the columns outside it, so the
-    projection candidates' row jams are refused."""
+    """The rows loop holds ops besides its column loop (a row-invariant value
+    computed in the kernel, once per row before the columns): ``reorder`` cannot
+    move the columns outside it, so the projection candidates' row jams are
+    refused. The compiler's kernel B never has one: ``fuse`` stores its
+    row-invariant ``128 * off`` (the offset's row kernel computes it), so its
+    projections get the projection candidates (rows inside column tiles, 3 rows
+    x 2 columns jammed, the leftover rows, all of them at decode, 16 columns);
+    this is the fallback for a kernel written otherwise."""
     return any(not isinstance(op, loop.ForOp | loop.YieldOp) for op in rows.body.block.ops)
 
 
 def _int8_dot_candidates(nest: list[loop.ForOp], kw: int, min_chunk: int
                          ) -> list[list[sched.Directive]]:
-    """Kernel B's projection (rows x columns, its epilogue's row-invariant ``128 *
-    off`` computed before the column loop, so the rows cannot move inside a
-    column tile): per row, tiles of ``INT8_DOT_COLUMNS`` columns (``<last>o``, on
-    the pool) split by 2 (``<last>mo``, ``<last>i``); ``k`` jams both (all the
-    tile's columns), privatized first, then vectorized by ``kw`` (its tail's
-    groups loop). Every row streams the whole weight (prefill too: no row jam yet).
-    A kernel without such ops gets the projection candidates (kernel A's row
-    and decode jams)."""
+    """Kernel B's projection with a row-invariant op in its rows loop
+    (``_row_work``: the rows cannot move inside a column tile): per row, tiles
+    of ``INT8_DOT_COLUMNS`` columns (``<last>o``, on the pool) split by 2
+    (``<last>mo``, ``<last>i``); ``k`` jams both (all the tile's columns),
+    privatized first, then vectorized by ``kw`` (its tail's groups loop). Every
+    row streams the whole weight. A kernel without such ops (the compiler's
+    kernel B: ``fuse`` stores ``128 * off``) gets the projection candidates
+    (kernel A's row jam, and these 16 columns at its leftover rows)."""
     last = nest[-1].loop_name.data
     tile_o, tile_m, pair, cols_i = f"{last}o", f"{last}m", f"{last}mo", f"{last}i"
     vec, priv, split = sched.Vectorize, sched.Privatize, sched.Split

@@ -5,7 +5,10 @@
 // regions, never recomputing them (no prologue): a "row" region for the block
 // maxima and scales, an "elementwise" one rounding (graph.round), clamping and
 // storing xq as i8, a "row" one for the i32 block sums and a "row" one for the
-// offset's sequential sum.
+// offset: its sequential sum, then the 128 multiplying once at the end (128 *
+// off is row-invariant in the projection: stored, not recomputed per row before
+// the column loop, so the projection's rows stay a perfect nest for reorder's
+// row tiles).
 // RUN: nc-opt %s -p 'quantize-int8{kernel=b},fuse' | filecheck %s
 
 graph.func @proj {
@@ -33,14 +36,17 @@ graph.func @proj {
 // CHECK:         }
 // CHECK-NEXT:    %[[OFF:.*]] = graph.fused "row" (%[[BS]], %[[XS]]) : {{.*}} -> !graph.tensor<[seq, 1], f32> {
 // CHECK:           graph.reduce_sum %{{.*}} axis = 1, order = "sequential"
-// CHECK:         }
+// CHECK:           graph.mul %{{.*}} : !graph.tensor<[seq, 1], f32>
+// CHECK-NEXT:      graph.yield
+// CHECK-NEXT:    }
 // CHECK:         %[[Q:.*]] = graph.weight "w.int8" : !graph.tensor<[8, 40], i8>
 // CHECK:         %z = graph.fused "matmul" (%[[XQ]], %[[XS]], %[[Q]], %[[OFF]], %{{.*}}, %b) : {{.*}} -> !graph.tensor<[seq, 8], f32> {
 // CHECK-NOT:       graph.round
 // CHECK-NOT:       graph.reduce
 // CHECK:           graph.matmul_i8
-// CHECK:           graph.mul %{{.*}} : !graph.tensor<[seq, 1], f32>
-// CHECK:           graph.sub
+// CHECK-NOT:       graph.mul
+// CHECK:           graph.broadcast %{{.*}} : !graph.tensor<[seq, 1], f32> -> !graph.tensor<[seq, 8], f32>
+// CHECK-NEXT:      graph.sub
 // CHECK:           graph.mul
 // CHECK:           graph.add
 // CHECK-NEXT:      graph.yield
