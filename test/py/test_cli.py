@@ -346,7 +346,15 @@ def error_paths(tiny_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -
     return {**made, "tmp": root, "tiny": tiny_snapshot, "latin1": root / "latin1.txt"}
 
 
-@pytest.mark.parametrize("case", list(USER_ERRORS))
+# the non-slow suite's 3-minute budget; the full suite runs it: SamplingParams'
+# own messages (inference/test_sampling.py checks each in-process); the others show the one line
+SLOW_USER_ERRORS = ("negative temperature", "top-p out of range", "bad repetition penalty",
+                    "temperature beyond f32", "repetition penalty 0 in f32")
+
+
+@pytest.mark.parametrize("case", [
+    c if c not in SLOW_USER_ERRORS else pytest.param(c, marks=pytest.mark.slow)
+    for c in USER_ERRORS])
 def test_user_error_is_one_line(env: dict[str, str], error_paths: dict[str, Path],
                                 case: str) -> None:
     argv, message = USER_ERRORS[case]

@@ -72,6 +72,7 @@ def test_default_is_bf16_and_both_formats_agree(models: tuple[Model, Model]) -> 
         f32.generate("def fibonacci(n):", max_tokens=6).text
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_compile_report_states_the_format(models: tuple[Model, Model],
                                           tiny_snapshot: Path) -> None:
     bf16, f32 = models

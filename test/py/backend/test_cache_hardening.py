@@ -200,7 +200,15 @@ def test_good_entry_is_a_cache_hit(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert same_outputs(program.run(run_inputs(tiny["cfg"])), tiny["outputs"])
 
 
-@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+# the non-slow suite's 3-minute budget; the full suite runs it: two kinds in the quick suite,
+# the others slow (each is a gcc rebuild of the tiny model; test_gcc.py's
+# test_corrupt_entry_is_rebuilt_not_loaded has those kinds quickly, on a small library)
+QUICK_CORRUPTIONS = ("bit-flip", "other-library")
+
+
+@pytest.mark.parametrize("corruption", [
+    c if c in QUICK_CORRUPTIONS else pytest.param(c, marks=pytest.mark.slow)
+    for c in sorted(CORRUPTIONS)])
 def test_corrupt_cached_program_is_rebuilt_not_loaded(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny: dict, corruption: str) -> None:
     """A cached tiny-model library damaged on disk: compile_program detects it (hash

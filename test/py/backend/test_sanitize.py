@@ -388,6 +388,7 @@ def test_tiny_model_in_guarded_arena(tiny_programs: dict, pipeline: str) -> None
     del plain  # the program object is shared: GuardedArena replaced its plan for good
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_guarded_arena_catches_a_write_past_a_temporary(tiny_programs: dict) -> None:
     """Self-test: give the largest temporary one element less than its kernels write
     and the guard reports it, naming the temporary and its kernels."""
@@ -410,6 +411,7 @@ def test_guarded_arena_catches_a_write_past_a_temporary(tiny_programs: dict) -> 
     assert violation.end - violation.start <= 4
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_guarded_arena_catches_a_write_past_an_output(tiny_programs: dict) -> None:
     """Self-test: hand the program a logits array whose buffer is one element
     short of what its kernels write, and the guard after it reports the write."""

@@ -45,7 +45,11 @@ def engines(tiny_snapshot: Path) -> dict[str, Engine]:
     return out
 
 
-@pytest.mark.parametrize("name", ["c-all", "interpreter"])
+@pytest.mark.parametrize("name", [
+    "c-all",
+    # the non-slow suite's 3-minute budget; the full suite runs it (c-all: the same reuse)
+    pytest.param("interpreter", marks=pytest.mark.slow),
+])
 def test_reused_prefix_gives_a_fresh_prefills_bits(engines: dict[str, Engine],
                                                    name: str) -> None:
     engine = engines[name]

@@ -131,6 +131,7 @@ def _other_arches() -> list[object]:
     return [p for p in arch_params() if p.values[0].name != host_arch().name]
 
 
+@pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
 def test_tiny_int8_c_is_bitwise_the_exact_interpreter(tiny: Int8Model) -> None:
     """The host's arch (the widest this CPU runs)."""
     _bitwise(tiny, host_arch(), "france")

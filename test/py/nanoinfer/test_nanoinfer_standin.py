@@ -184,7 +184,14 @@ def test_c_cached_steps_and_cache_close(standin: Side) -> None:
                        logits=C_LOGITS, cache=CACHE)
 
 
-@pytest.mark.parametrize("key", PROMPT_KEYS)
+# the non-slow suite's 3-minute budget; the full suite runs it: the chat turn and the long
+# mixed prompt in the quick suite, the two short prompts (the same calls) slow
+QUICK_GREEDY_KEYS = ("chat", "long-mixed")
+
+
+@pytest.mark.parametrize("key", [
+    k if k in QUICK_GREEDY_KEYS else pytest.param(k, marks=pytest.mark.slow)
+    for k in PROMPT_KEYS])
 def test_greedy_32_tokens_identical(standin: Side, key: str) -> None:
     check_greedy(standin.oracle, standin.interp.engine, _ids(standin, key))
     check_greedy(standin.oracle, standin.compiled.engine, _ids(standin, key))
