@@ -892,28 +892,15 @@ def format_goals_issue17(goals: dict[str, Any]) -> str:
 # issue 18's goals
 
 
-def _int8_decode_faster(index: dict[tuple[str, int, str], dict[str, Any]],
-                        threads: int) -> dict[str, Any]:
-    nc = index.get((INT8_ENGINE, threads, DECODE))
-    other = index.get((LLAMA_Q8, threads, DECODE))
-    if nc is None or other is None:
-        return _missing(((INT8_ENGINE, nc), (LLAMA_Q8, other)), "decode", threads)
-    test = paired_factor_test(other["values"], nc["values"], GOAL18_VS_LLAMA_Q8)
-    return {"met": test.p_value <= ALPHA, "factor": GOAL18_VS_LLAMA_Q8, "peer": LLAMA_Q8,
-            "median": nc["median"], "peer_median": other["median"],
-            "peer_over_int8": other["median"] / nc["median"] if nc["median"] > 0 else 0.0,
-            "sign_test": test.as_dict()}
-
-
-def _kernel_b_prefill_faster(index: dict[tuple[str, int, str], dict[str, Any]],
-                             threads: int) -> dict[str, Any]:
-    metric = prefill_metric(GOAL_PREFILL_TOKENS)
-    nc = index.get((INT8_DOT_ENGINE, threads, metric))
+def _int8_faster(index: dict[tuple[str, int, str], dict[str, Any]], threads: int,
+                 engine: str, metric: str, factor: float) -> dict[str, Any]:
+    """``engine`` ``factor`` x faster than llama-q8_0 on ``metric`` (the sign test)."""
+    nc = index.get((engine, threads, metric))
     other = index.get((LLAMA_Q8, threads, metric))
     if nc is None or other is None:
-        return _missing(((INT8_DOT_ENGINE, nc), (LLAMA_Q8, other)), metric, threads)
-    test = paired_factor_test(other["values"], nc["values"], GOAL18_KERNEL_B_PREFILL)
-    return {"met": test.p_value <= ALPHA, "factor": GOAL18_KERNEL_B_PREFILL, "peer": LLAMA_Q8,
+        return _missing(((engine, nc), (LLAMA_Q8, other)), metric, threads)
+    test = paired_factor_test(other["values"], nc["values"], factor)
+    return {"met": test.p_value <= ALPHA, "factor": factor, "peer": LLAMA_Q8,
             "median": nc["median"], "peer_median": other["median"],
             "peer_over_int8": other["median"] / nc["median"] if nc["median"] > 0 else 0.0,
             "sign_test": test.as_dict()}
@@ -944,12 +931,17 @@ def evaluate_goals_issue18(measurements: list[dict[str, Any]], *, threads: Seque
     index = {(m["engine"], m["threads"], m["metric"]): m for m in measurements}
     return {
         "engine": INT8_ENGINE, "prefill_tokens": GOAL_PREFILL_TOKENS, "alpha": ALPHA,
-        "decode_vs_llama_q8_0": {str(t): _int8_decode_faster(index, t) for t in threads},
+        "decode_vs_llama_q8_0": {str(t): _int8_faster(index, t, INT8_ENGINE, DECODE,
+                                                      GOAL18_VS_LLAMA_Q8)
+                                 for t in threads},
         "decode_roofline": {str(t): _bf16_roofline(index, t, decode_bytes, bandwidth,
                                                    engine=INT8_ENGINE, limit=GOAL18_ROOFLINE)
                             for t in threads},
-        "kernel_b_prefill_vs_llama_q8_0": {str(t): _kernel_b_prefill_faster(index, t)
-                                           for t in threads},
+        "kernel_b_prefill_vs_llama_q8_0": {
+            str(t): _int8_faster(index, t, INT8_DOT_ENGINE,
+                                 prefill_metric(GOAL_PREFILL_TOKENS),
+                                 GOAL18_KERNEL_B_PREFILL)
+            for t in threads},
         "tokens_vs_llama_q8_0": leading_agreement(tokens or {}, INT8_ENGINE, LLAMA_Q8),
     }
 
