@@ -127,7 +127,19 @@ def test_graph_declares_bf16_weights_widened() -> None:
         Qwen2GraphOptions(weights="int8")
 
 
-@pytest.mark.parametrize("arch", arch_params())
+def _host_and_scalar_quick() -> list[object]:
+    """arch_params(), the archs other than the host's and scalar marked slow."""
+    from nanocompile.targets.arch import host_arch
+
+    quick = ("scalar", host_arch().name)
+    return [p if p.values[0].name in quick
+            else pytest.param(*p.values, id=p.id, marks=[*p.marks, pytest.mark.slow])
+            for p in arch_params()]
+
+
+# the non-slow suite's 3-minute budget; the full suite runs it: the host's arch
+# and scalar in the quick suite (test_bf16_weights.py has every arch's bf16 kernels quickly)
+@pytest.mark.parametrize("arch", _host_and_scalar_quick())
 def test_tiny_model_bf16_is_bitwise_f32(tiny_snapshot: Path, arch: Arch) -> None:
     source = _bitwise(tiny_snapshot, arch, [11, 42])
     if arch.vector:
