@@ -1,5 +1,5 @@
 """Exact f32 arithmetic in NumPy: the reduction orders of the compiled kernels and
-the C library's ``expf``/``sinf``/``cosf``, for the interpreter.
+the C library's ``sinf``/``cosf``, for the interpreter.
 
 NumPy has no f32 fused multiply-add, sums in its own pairwise order and has its
 own ``exp``. The functions here compute what the generated C computes, bit for
@@ -319,7 +319,7 @@ def _libm() -> ctypes.CDLL:
     name = ctypes.util.find_library("m")
     if name is None:
         raise OSError("the C math library (libm) was not found: the exact interpreter "
-                      "needs its expf, sinf and cosf")
+                      "needs its sinf and cosf")
     return ctypes.CDLL(name)
 
 
@@ -345,7 +345,7 @@ class _LibmFunction:
 
 
 LIBM: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    name: _LibmFunction(f"{name}f") for name in ("exp", "sin", "cos")
+    name: _LibmFunction(f"{name}f") for name in ("sin", "cos")
 }
-"""``exp``, ``sin``, ``cos`` as the generated C computes them (libm's ``expf``,
-``sinf``, ``cosf``, one call per distinct value)."""
+"""``sin``, ``cos`` as the generated C computes them (libm's ``sinf``, ``cosf``,
+one call per distinct value); ``exp`` is the model's own (``ir/expf.py``)."""

@@ -16,8 +16,9 @@ every mode (``exact.round_half_away``).
 ``exact=True`` (``run_graph``, ``InterpreterBackend``) computes what the
 generated C computes, bit for bit: every other matmul and every f32
 ``reduce_sum`` in the compiler's default order (16 lanes and their halving
-tree, FMA chains for matmuls), and ``exp``, ``sin``, ``cos`` through the C
-library's ``expf``, ``sinf``, ``cosf`` (``interpreter/exact.py``). Everything
+tree, FMA chains for matmuls), ``exp`` as the model defines it (``ir/expf.py``:
+one f32 algorithm, the C target's ``nc_expf``), and ``sin``, ``cos`` through
+the C library's ``sinf``, ``cosf`` (``interpreter/exact.py``). Everything
 else is exact in both modes (correctly rounded f32 operations, integers,
 movement). The default mode is the obvious NumPy call: NumPy's (BLAS's) order
 and NumPy's ``exp``.
@@ -44,6 +45,7 @@ from nanocompile.interpreter.exact import (
     sequential_sum,
 )
 from nanocompile.ir.dtypes import bf16_bits_to_f32, numpy_dtype
+from nanocompile.ir.expf import expf
 
 
 class InterpreterError(RuntimeError):
@@ -208,7 +210,7 @@ EXACT_KERNELS: dict[type[Operation], Kernel] = {
     **KERNELS,
     g.MatmulOp: _exact_matmul,
     g.ReduceSumOp: _exact_sum,
-    g.ExpOp: lambda op, a, b: LIBM["exp"](a[0]),
+    g.ExpOp: lambda op, a, b: expf(a[0]),
     g.SinOp: lambda op, a, b: LIBM["sin"](a[0]),
     g.CosOp: lambda op, a, b: LIBM["cos"](a[0]),
 }

@@ -301,13 +301,18 @@ class RegionEmitter:
         init = self.kb.const(identity(kind, dtype), dtype)
 
         stored = self.store_terms.get(op)
+        if stored is not None:  # the terms first, in a loop of their own ("e")
+            @self.scoped
+            def store(e: SSAValue) -> None:
+                at = [e if d == axis else i for d, i in enumerate(idx)]
+                self.kb.store(self.emit(src, at), 0, at)
+
+            self.kb._loop(STORED_TERMS_LOOP, src_type.dims[axis], store)
 
         @self.scoped
         def step(k: SSAValue, acc: SSAValue) -> SSAValue:
             at = [k if d == axis else i for d, i in enumerate(idx)]
-            term = self.emit(src, at)
-            if stored is not None:
-                self.kb.store(term, 0, at)
+            term = self.kb.load(0, at) if stored is not None else self.emit(src, at)
             return emit_accumulate(self.kb, kind, acc, term)
 
         order = op.order_name if isinstance(op, g.ReduceSumOp) else None
@@ -445,15 +450,23 @@ def _id_check(em: RegionEmitter, op: g.GatherOp) -> Callable[[list[SSAValue]], N
     return check
 
 
+STORED_TERMS_LOOP = "e"
+"""The loop that stores a row sum's terms (``_stored_terms``) before the sum's
+lanes loop reads them back: a plain loop, which a schedule may vectorize
+whatever its extent (the terms are elementwise: softmax's ``exp``), while the
+sum keeps its order."""
+
+
 def _stored_terms(fused: g.FusedOp, shape: Sequence[Expr],
                   hoist: Sequence[SSAValue]) -> dict[Operation, SSAValue]:
     """The row sums whose terms the row's store computes again (softmax's
     ``exp(x - max)``, summed, then divided by the sum): an expensive elementwise
     value of the result's shape, read as it is (no view) by the sum over the
-    last axis and by one elementwise op, nothing else. The sum's loop stores
-    each term into the result as it adds it, and the store reads it back: the
-    same values (each term is computed once either way), the exp computed once
-    per element instead of twice."""
+    last axis and by one elementwise op, nothing else. A loop of its own
+    (``STORED_TERMS_LOOP``) stores each term into the result, the sum's loop
+    reads them back, and so does the result's store: the same values (each term
+    is computed once either way), the exp computed once per element instead of
+    twice, and vectorizable where the sum's lanes loop is not."""
     out: dict[Operation, SSAValue] = {}
     hoisted = {v.owner for v in hoist}
     for op in fused.block.ops:

@@ -40,7 +40,9 @@ are all refused (or that has none) stays unscheduled.
 * **elementwise and row kernels**: vectorize the innermost result loop and a
   row's f32 sum (a lanes loop ``k``, like a matmul's: its lanes become vector
   lanes, the same order; other reductions stay scalar: a max's order is
-  sequential). A row kernel whose outermost loop has a constant extent (the
+  sequential) and the loop that stores a sum's terms first (``STORED_TERMS``:
+  softmax's ``exp``, whose row sum has a symbolic length there, so its lanes
+  loop stays scalar). A row kernel whose outermost loop has a constant extent (the
   softmax rows of attention, per head) runs it on the pool, and so does an
   elementwise kernel calling ``cos``/``sin``/``exp`` (the RoPE tables) its
   positions, ``POOL_ROWS`` at least per chunk (``_pool_rows``); the others
@@ -107,11 +109,13 @@ def _extent(for_op: loop.ForOp) -> int | None:
 
 
 def _result_nest(kernel: loop.KernelOp) -> list[loop.ForOp]:
-    """The loops over the result (``d0``, ``d1``, ...), outermost first."""
+    """The loops over the result (``d0``, ``d1``, ...), outermost first (not the
+    reductions ``k`` nor a sum's stored terms ``STORED_TERMS``)."""
     nest: list[loop.ForOp] = []
     ops = list(kernel.body.block.ops)
     while True:
-        loops = [op for op in ops if isinstance(op, loop.ForOp) and op.loop_name.data != "k"]
+        loops = [op for op in ops if isinstance(op, loop.ForOp)
+                 and op.loop_name.data not in ("k", STORED_TERMS)]
         if len(loops) != 1:
             return nest
         nest.append(loops[0])
@@ -390,6 +394,10 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
         if arch.vector and len(reductions) == 1 and reductions[0].lanes is not None:
             # a row's sum (rms_norm): its lanes as vectors too
             candidates.append([sched.Vectorize(last, lanes), sched.Vectorize("k", lanes), *pool])
+        if arch.vector and any(isinstance(op, loop.ForOp) and op.loop_name.data == STORED_TERMS
+                               for op in kernel.walk()):  # softmax: its exp loop too
+            candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(STORED_TERMS, lanes),
+                               *pool])
         if arch.vector:
             candidates.append([sched.Vectorize(last, lanes), *pool])
         if pool:
@@ -441,6 +449,10 @@ def _int8_dot_candidates(nest: list[loop.ForOp], kw: int, min_chunk: int
              priv("k"), priv("k"), vec("k", kw),
              sched.Parallel(tile_o, max(1, min_chunk // decode))]]
 
+
+STORED_TERMS = "e"
+"""The loop of a row kernel that stores its sum's terms first (the lowering's
+``STORED_TERMS_LOOP``: softmax's ``exp``), vectorized like the result loop."""
 
 POOL_ROWS = 16
 """Rows per chunk (the grain) when an elementwise kernel calling libm per

@@ -43,6 +43,7 @@ from nanocompile.dialects import loop
 from nanocompile.ir.checks import where
 from nanocompile.ir.dtypes import numpy_dtype
 from nanocompile.ir.symbolic import Expr
+from nanocompile.targets import c_expf
 from nanocompile.targets.c_vector import (
     dot_prelude,
     is_dot_group,
@@ -104,7 +105,7 @@ static inline float nc_bf16(uint16_t bits) {
   memcpy(&f, &u, sizeof f);
   return f;
 }
-"""
+""" + c_expf.SCALAR
 
 
 def c_type(t: Attribute) -> str:
@@ -187,7 +188,7 @@ _BINARY = {
 }
 _CMPF = {"ole": "<=", "une": "!=", "olt": "<", "oge": ">=", "ogt": ">", "oeq": "=="}
 _CMPI = {"sle": "<=", "slt": "<", "sge": ">=", "sgt": ">", "ne": "!=", "eq": "=="}
-_MATH: dict[type[Operation], str] = {xmath.ExpOp: "expf", xmath.SqrtOp: "sqrtf",
+_MATH: dict[type[Operation], str] = {xmath.ExpOp: "nc_expf", xmath.SqrtOp: "sqrtf",
                                      xmath.SinOp: "sinf", xmath.CosOp: "cosf",
                                      xmath.RoundOp: "roundf"}
 _CASTS = (arith.FPToSIOp, arith.SIToFPOp, arith.UIToFPOp, arith.ExtSIOp, arith.ExtUIOp,

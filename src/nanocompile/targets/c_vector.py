@@ -12,8 +12,11 @@ scalar C of the same op gives (``-ffp-contract=off``, no FMA):
   the blend sequence of ``nc_maxf``;
 * comparisons use the predicates of C's operators: ordered and quiet (``<=``
   is ``_CMP_LE_OQ``), ``!=`` unordered (``_CMP_NEQ_UQ``);
-* ``exp``, ``sin`` and ``cos`` call the same libm function per lane as the
-  scalar code, so no vector approximation enters;
+* ``exp`` is the model's (``ir/expf.py``): ``nc_expf4/8/16`` perform its f32
+  operations lane-wise (``targets/c_expf.py``; ``nc_expf4`` is in the scalar
+  prelude, whose ``nc_expf`` is its lane 0), the scalar ``nc_expf``'s bits;
+  ``sin`` and ``cos`` call the same libm function per lane as the scalar code,
+  so no vector approximation enters;
 * ``math.fma`` is ``_mm256_fmadd_ps`` (``_mm512_fmadd_ps``): one rounding
   per lane, like ``fmaf``;
 * ``loop.lanesum`` is ``nc_lanesum4/8/16``: the halving tree (16 lanes: the
@@ -94,6 +97,7 @@ from xdsl.dialects.builtin import VectorType, bf16, i1, i8, i32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nanocompile.dialects import loop
+from nanocompile.targets import c_expf
 
 _LANE_HELPERS = """\
 /* nc_maxf per lane: a NaN in a wins, then a NaN in b, else the larger */
@@ -105,7 +109,6 @@ static inline VT nc_maxfW(VT a, VT b) {
 static inline VT nc_negfW(VT x) {
   return PFX_xor_ps(x, PFX_castsiBITS_ps(PFX_set1_epi32((int)0x80000000u)));
 }
-NC_LIBM(VT, PFX, W, nc_expfW, expf)
 NC_LIBM(VT, PFX, W, nc_sinfW, sinf)
 NC_LIBM(VT, PFX, W, nc_cosfW, cosf)
 """
@@ -140,7 +143,7 @@ static inline __m128 nc_lanesum8x4(__m256 a, __m256 b, __m256 c, __m256 d) {
 
 AVX2_PRELUDE = """\
 #include <immintrin.h>
-/* exp/sin/cos per lane through the scalar libm call */
+/* sin/cos per lane through the scalar libm call */
 #define NC_LIBM(VT, PFX, W, name, f) \\
   static inline VT name(VT x) { \\
     float t[W]; \\
@@ -152,7 +155,7 @@ AVX2_PRELUDE = """\
               .replace("PFX", p).replace("nc_maxfW", f"nc_maxf{w}")
               .replace("nc_negfW", f"nc_negf{w}").replace("nc_expfW", f"nc_expf{w}")
               .replace("nc_sinfW", f"nc_sinf{w}").replace("nc_cosfW", f"nc_cosf{w}")
-              .replace(", W,", f", {w},")
+              .replace(", W,", f", {w},") + (c_expf.vector(w) if w != 4 else "")
               for w, vt, p, b in SHAPES) + LANESUM_PRELUDE
 
 AVX512_PRELUDE = """\
@@ -167,7 +170,6 @@ static inline __m512 nc_negf16(__m512 x) {
   return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x),
                                               _mm512_set1_epi32((int)0x80000000u)));
 }
-NC_LIBM(__m512, _mm512, 16, nc_expf16, expf)
 NC_LIBM(__m512, _mm512, 16, nc_sinf16, sinf)
 NC_LIBM(__m512, _mm512, 16, nc_cosf16, cosf)
 static inline float nc_lanesum16(__m512 v) {
@@ -187,7 +189,7 @@ static inline __m128 nc_lanesum16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
   return _mm512_castps512_ps128(_mm512_permutexvar_ps(
       _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), w));
 }
-"""
+""" + c_expf.vector(16)
 
 
 def vector_prelude(lanes: set[int],

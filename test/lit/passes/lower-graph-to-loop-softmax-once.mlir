@@ -1,8 +1,9 @@
 // A row kernel that sums exp(x - max) and then divides exp(x - max) by the
-// sum (softmax) computes each exp once: the sum's loop stores every term into
-// the result as it adds it, and the row's store loop reads it back and
-// divides (the same values, one expf per element instead of two; x is not
-// read again).
+// sum (softmax) computes each exp once: a loop of its own ("e", which a
+// schedule may vectorize whatever n is) stores every term into the result,
+// the sum's lanes loop reads them back and adds them in its order, and the
+// row's store loop reads them again and divides (the same values, one exp per
+// element instead of two; x is not read again).
 // RUN: nc-opt %s -p fuse,lower-graph-to-loop | filecheck %s
 
 graph.func @softmax {
@@ -19,9 +20,12 @@ graph.func @softmax {
 // CHECK:      loop.kernel @fused_div(%[[OUT:.*]]: !loop.ptr<f32>, %[[X:.*]]: !loop.ptr<f32>)
 // CHECK:        loop.for "k"
 // CHECK:          arith.maximumf
-// CHECK:        loop.for "k" {{.*}} lanes 16
+// CHECK:        loop.for "e"
 // CHECK:          %[[E:.*]] = math.exp
 // CHECK-NEXT:     loop.store %[[E]], %[[OUT]]
+// CHECK:        loop.for "k" {{.*}} lanes 16
+// CHECK-NEXT:     %[[S:.*]] = loop.load %[[OUT]]
+// CHECK-NEXT:     arith.addf {{.*}}%[[S]]
 // CHECK:        loop.for "d1"
 // CHECK-NEXT:     %[[T:.*]] = loop.load %[[OUT]]
 // CHECK-NEXT:     %[[Y:.*]] = arith.divf %[[T]]

@@ -2,7 +2,7 @@
 // a comparison is a __mmask16 (_mm512_cmp_ps_mask with the predicate of C's
 // operator) and a blend takes it (_mm512_mask_blend_ps: lane l is bit l ? lhs
 // : rhs); negation and the NaN-propagating max are the helpers nc_negf16 and
-// nc_maxf16, exp goes through libm per lane. This kernel's multiply and add
+// nc_maxf16, exp is the model's nc_expf16 (ir/expf.py). This kernel's multiply and add
 // stay separate ops (an FMA is only where the IR has math.fma: c-lanes.mlir).
 // Printing needs no AVX-512 CPU; compiling for it needs only gcc's
 // -mavx512f (running it: test/lit/targets/avx512/, gated by lit.local.cfg).
@@ -54,7 +54,7 @@ builtin.module {
 // CHECK-NEXT:   r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q), r, b);
 // CHECK-NEXT:   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), r, a);
 // CHECK-NEXT: }
-// CHECK:      NC_LIBM(__m512, _mm512, 16, nc_expf16, expf)
+// CHECK:      static inline __m512 nc_expf16(__m512 x) {
 // CHECK-LABEL: int32_t nck_ops(
 // 40 = 2 vectors of 16 and a scalar tail of 8
 // CHECK:        const int64_t [[MID:v[0-9]+]] = INT64_C(32);
