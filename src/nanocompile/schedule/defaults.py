@@ -83,8 +83,17 @@ class MatmulTile:
 #   avx2        3x2      4x2      2x2      2x4      6x2
 #   q_proj     65/34    36/35    31/30    71/66    72/38
 #   down_proj  31/28    42/30    26/23    32/28    40/34
-# (AVX2 code on the Xeon, not on an AVX2-only Zen 3: its tile is still to be measured there.)
-MATMUL_TILES = {"avx2": MatmulTile(2, 4), "avx512": MatmulTile(6, 4)}
+# (AVX2 code on the Xeon.) On an AVX2-only Zen 3 (EPYC, 16 ymm registers; session 8, 1
+# thread, 64 rows, kernel ms median/min of 5, alternated in one process; 2x4 was the
+# default until then):
+#   avx2 on Zen 3    2x4          2x2          3x2          1x4          4x2
+#   q_proj warm     2.48/2.32    1.94/1.77    1.92/1.89    2.40/2.14    2.50/2.42
+#   down_proj warm  20.8/13.0    17.1/10.1    17.3/10.3    23.7/15.2    21.0/12.9
+#   down bf16 cold  10.8/10.7    8.74/8.52
+#   gate/up: 2x4 and 2x2 are the same tile there (2 x 2 columns x 2 sums), 20.4 / 21.5;
+#   at 1 row (decode, caches evicted) 2x4 and 2x2 within noise (q 0.34 / 0.38, down
+#   1.15 / 1.17, down bf16 0.63 / 0.66).
+MATMUL_TILES = {"avx2": MatmulTile(2, 2), "avx512": MatmulTile(6, 4)}
 
 # A sum of four vectors: spec §5 kernel A's order (lanes 32, its tree combining
 # vectors of 8 first: 8 lanes on both archs, four ymm accumulators per sum), per

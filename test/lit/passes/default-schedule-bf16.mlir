@@ -53,7 +53,7 @@ graph.func @projection_bf16 {
 // AVX2:         loop.for "d1o" %{{.*}} parallel 1 {
 // AVX2-NEXT:      loop.for "d1q"
 // AVX2-NEXT:        loop.for "d0o"
-// AVX2:               = loop.for "k" %{{.*}} step 16 iter({{([^,]*, ){15}[^,]*}}) -> ({{(vector<8xf32>, ){15}vector<8xf32>}}) {
+// AVX2:               = loop.for "k" %{{.*}} step 16 iter({{([^,]*, ){7}[^,]*}}) -> ({{(vector<8xf32>, ){7}vector<8xf32>}}) {
 // AVX2:           loop.for "d0_tail"
 // AVX2:             = loop.for "k_tail" %{{.*}} step 16 iter({{([^,]*, ){31}[^,]*}}) -> ({{(vector<8xf32>, ){31}vector<8xf32>}}) {
 // AVX2-COUNT-32:      loop.load %1[%{{.*}}, %{{.*}}] strides [48, 1] : vector<8xbf16>
@@ -76,7 +76,7 @@ graph.func @projection_f32 {
 // CHECK-LABEL: loop.program @projection_f32
 
 // AVX2-LABEL: loop.kernel @fused_matmul(
-// AVX2:         loop.for "d1o" %{{.*}} parallel 4 {
+// AVX2:         loop.for "d1o" %{{.*}} parallel 8 {
 // AVX2-NOT:     "d1q"
 // AVX2-LABEL: loop.program @projection_f32
 

@@ -35,10 +35,10 @@ graph.func @elementwise {
 // -----
 
 // A projection: the first candidate applies, with no packed weight copy. k is
-// a lanes loop (16 partial sums); the columns are split into tiles (AVX2: 4
+// a lanes loop (16 partial sums); the columns are split into tiles (AVX2: 2
 // columns), moved outside the rows, 2 rows jammed with them (the leftover rows
 // peeled into d0_tail), k vectorized (its 16 lanes: two vectors of 8 per
-// result, so k steps by 16 carrying 2 x 4 x 2 vectors) and the column tiles
+// result, so k steps by 16 carrying 2 x 2 x 2 vectors) and the column tiles
 // run on the pool. Each 16
 // values of k load a row of x and a row of W as they lie in memory (stride 1
 // along k) and issue one math.fma per result and vector; after k, the two
@@ -54,9 +54,9 @@ graph.func @projection {
 }
 // CHECK-LABEL: loop.kernel @matmul(
 // CHECK-SAME:    footprints [#loop.fp<[seq, 32], [32, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[16, 32], [1, 16]>]
-// CHECK:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 4 {
+// CHECK:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 8 {
 // CHECK-NEXT:      loop.for "d0o" %{{.*}} = %{{.*}} to %{{.*}} {
-// CHECK:             %[[A0:[0-9]+]], %[[A1:[0-9]+]], %{{.*}} = loop.for "k" %[[K:[0-9]+]] = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CHECK:             %[[A0:[0-9]+]], %[[A1:[0-9]+]], %{{.*}} = loop.for "k" %[[K:[0-9]+]] = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
 // CHECK-NEXT:          %[[X:[0-9]+]] = loop.load %[[XP:[0-9]+]][%[[ROW:[0-9]+]], %[[K]]] strides [16, 1] : vector<8xf32>
 // CHECK-NEXT:          %[[W:[0-9]+]] = loop.load %[[WP:[0-9]+]][%[[K]], %[[COL:[0-9]+]]] strides [1, 16] : vector<8xf32>
 // CHECK-NEXT:          %{{[0-9]+}} = math.fma %[[X]], %[[W]], %{{[0-9]+}} : vector<8xf32>
@@ -71,7 +71,7 @@ graph.func @projection {
 // CHECK-NEXT:        %[[S:[0-9]+]] = loop.lanesum %[[H]] : vector<8xf32> -> f32
 // CHECK-NEXT:        loop.store %[[S]], %{{[0-9]+}}[%[[ROW]], %[[COL]]] strides [32, 1] : f32
 // CHECK:           loop.for "d0_tail" %{{.*}} = %{{.*}} to %{{.*}} {
-// CHECK:             loop.for "k_tail" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CHECK:             loop.for "k_tail" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
 // CHECK-LABEL: loop.program @projection
 // CHECK-NOT:     packed
 // CHECK:         %[[WT:.*]] = loop.view %{{.*}} layout <0, [1, 16]> : !loop.buf<[32, 16], f32> -> !loop.view<[16, 32], f32>
@@ -124,9 +124,9 @@ graph.func @scores {
 }
 // CHECK-LABEL: loop.kernel @matmul(
 // CHECK-SAME:    footprints [#loop.fp<[seq, 32], [32, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[16, 32], [1, 16]>]
-// CHECK:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 4 {
+// CHECK:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 8 {
 // CHECK-NEXT:      loop.for "d0o" %{{.*}} = %{{.*}} to %{{.*}} {
-// CHECK:             loop.for "k" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// CHECK:             loop.for "k" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
 // CHECK:               math.fma %{{.*}} : vector<8xf32>
 // CHECK-LABEL: loop.program @scores
 // CHECK-NOT:     packed
