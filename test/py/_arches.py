@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nanocompile.targets.arch import ARCHES, Arch, cpu_flags
+from nanocompile.targets.arch import ARCHES, Arch, cpu_flags, host_arch
 
 TITLES = {"scalar": "scalar", "avx2": "AVX2", "avx512": "AVX-512"}
 
@@ -23,11 +23,18 @@ def missing_reason(arch: Arch) -> str | None:
             "here)")
 
 
-def arch_params(archs: tuple[Arch, ...] = tuple(ARCHES.values())) -> list[Any]:
-    """``pytest.param`` per arch, id its name, skipped where the CPU lacks it."""
+def arch_params(archs: tuple[Arch, ...] = tuple(ARCHES.values()),
+                quick_on_host_only: bool = False) -> list[Any]:
+    """``pytest.param`` per arch, id its name, skipped where the CPU lacks it;
+    with ``quick_on_host_only`` a vector arch that is not the host's (AVX2 on
+    an AVX-512 CPU) runs in the full suite only (the non-slow suite's 3-minute
+    budget: the host's arch and the scalar path keep the case quick)."""
     params = []
+    host = host_arch().name
     for arch in archs:
         reason = missing_reason(arch)
-        marks = [pytest.mark.skip(reason=reason)] if reason else []
+        marks: list[Any] = [pytest.mark.skip(reason=reason)] if reason else []
+        if quick_on_host_only and arch.vector and arch.name != host:
+            marks.append(pytest.mark.slow)
         params.append(pytest.param(arch, id=arch.name, marks=marks))
     return params

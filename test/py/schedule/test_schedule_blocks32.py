@@ -342,7 +342,8 @@ def test_privatize_keeps_the_tree_and_the_tail(k: int) -> None:
 
 
 @pytest.mark.parametrize("arch", [_arch_param(AVX2), _arch_param(AVX512)])
-@pytest.mark.parametrize(("k", "n"), [(64, 32), (72, 12), (100, 32)])
+@pytest.mark.parametrize(("k", "n"), [pytest.param(64, 32, marks=pytest.mark.slow), (72, 12),
+                                      pytest.param(100, 32, marks=pytest.mark.slow)])
 def test_default_candidates_are_bitwise_at_every_thread_count(arch: Arch, k: int,
                                                               n: int) -> None:
     """Every default candidate of a kernel-A projection (the arch's tile and

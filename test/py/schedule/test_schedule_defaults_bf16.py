@@ -246,7 +246,7 @@ def _run_all(module: ModuleOp, weights: dict[str, np.ndarray], k: int, arch: Arc
     return applied
 
 
-@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
 @pytest.mark.parametrize(("k", "n", "bias"), [(64, 64, True), (32, 48, False)])
 def test_projection_candidates_are_bitwise(arch: Arch, k: int, n: int, bias: bool) -> None:
     module = projection(k, n, "bf16", bias)
@@ -255,7 +255,7 @@ def test_projection_candidates_are_bitwise(arch: Arch, k: int, n: int, bias: boo
     assert _run_all(module, weights, k, arch, (1, 2, 7, 13), f"proj {k}x{n}") >= 3
 
 
-@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
 def test_long_rows_candidates_are_bitwise(arch: Arch) -> None:
     """K = 2048: rows swept in blocks of 126 (``ROW_BLOCK_BYTES``); 131 rows
     cross a block and leave a row tail in the second."""
@@ -264,7 +264,7 @@ def test_long_rows_candidates_are_bitwise(arch: Arch) -> None:
     assert _run_all(module, weights, 2048, arch, (1, 7, 131), "long rows") >= 3
 
 
-@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
 def test_gate_up_candidates_are_bitwise(arch: Arch) -> None:
     module = gate_up(32, 80)
     weights = _bf16_weights({"g": (80, 32), "u": (80, 32)}, 80)

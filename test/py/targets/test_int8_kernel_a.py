@@ -146,7 +146,7 @@ def _tail_module() -> tuple[object, dict[str, np.ndarray]]:
     return gb.finish_module(), weights
 
 
-@pytest.mark.parametrize("arch", arch_params())
+@pytest.mark.parametrize("arch", arch_params(quick_on_host_only=True))
 def test_every_tail_is_the_reference(arch: Arch) -> None:
     module, weights = _tail_module()
     program = compile_for(module, weights, arch)
