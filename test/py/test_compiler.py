@@ -310,10 +310,10 @@ def test_dump_scheduled_explain_prints_the_refusals(monkeypatch: pytest.MonkeyPa
     assert ("// @fused_matmul: candidate 1 of 4 refused: vectorize 'k': the trip count is "
             "not a known multiple of 16 lanes") in comments
     at = comments.index("//   sched.schedule @fused_matmul {")
-    assert comments[at + 1:at + 6] == ['//     sched.split "d2" by 4 into "d2o", "d2i" peel',
+    assert comments[at + 1:at + 6] == ['//     sched.split "d2" by 2 into "d2o", "d2i" peel',
                                        '//     sched.vectorize "k" width 8',
                                        '//     sched.privatize "k"',
-                                       '//     sched.parallel "d2o" grain 4', "//   }"]
+                                       '//     sched.parallel "d2o" grain 8', "//   }"]
     assert "// @fused_matmul: candidate 3 of 4 chosen (the sched.schedule after the kernel)" \
         in comments
     chosen = [c for c in comments if " chosen " in c]
