@@ -123,11 +123,12 @@ class KernelBuilder:
             if k == len(extents):
                 body(ivs)
                 return
-            self._loop(loop_names[k], extents[k], lambda iv: level(k + 1, [*ivs, iv]))
+            self.plain_loop(loop_names[k], extents[k], lambda iv: level(k + 1, [*ivs, iv]))
 
         level(0, [])
 
-    def _loop(self, name: str, extent: Expr, body: Callable[[SSAValue], None]) -> None:
+    def plain_loop(self, name: str, extent: Expr, body: Callable[[SSAValue], None]) -> None:
+        """``for i < extent: body(i)``, a loop named ``name`` carrying nothing."""
         ub = self.expr(extent)
         inner = Block(arg_types=[IndexType()])
         outer_builder = self.builder

@@ -307,7 +307,7 @@ class RegionEmitter:
                 at = [e if d == axis else i for d, i in enumerate(idx)]
                 self.kb.store(self.emit(src, at), 0, at)
 
-            self.kb._loop(STORED_TERMS_LOOP, src_type.dims[axis], store)
+            self.kb.plain_loop(STORED_TERMS_LOOP, src_type.dims[axis], store)
 
         @self.scoped
         def step(k: SSAValue, acc: SSAValue) -> SSAValue:

@@ -7,10 +7,10 @@ scalar form and of :func:`nanocompile.ir.expf.expf`. The clamps are written as
 the scalar ``x < HI ? x : HI``, ``c > LO ? c : LO``, which ``minps``/``maxps``
 compute exactly, NaN included (both return their second operand when a
 comparison is unordered); a NaN input is then selected back (``x != x``,
-``_CMP_UNORD_Q``). ``floor`` is ``_mm_floor_ps`` / ``_mm256_floor_ps`` / ``_mm512_roundscale_ps``
-toward -inf, in the scalar form a truncation corrected by one where it rounded
-up (the clamped argument lies in [-150, 129]; gcc would call ``floorf``): all
-exact, the same integer; the
+``_CMP_UNORD_Q``). ``floor`` is ``_mm_floor_ps`` / ``_mm256_floor_ps`` /
+``_mm512_roundscale_ps`` toward -inf; the portable scalar form (no SSE4.1)
+truncates and subtracts one where that rounded up (the clamped ``t`` lies in
+[-150, 129]; gcc would call ``floorf``): the same integer either way. The
 integer steps (truncation of the integral ``n``, the arithmetic shift, the
 exponent bits) are exact in every form.
 """
