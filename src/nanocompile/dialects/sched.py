@@ -62,6 +62,9 @@ from nanocompile.ir.checks import OpVerifyException
 VECTOR_WIDTHS = (4, 8, 16)
 """f32 lanes of SSE, AVX2 and AVX-512 registers."""
 
+SLP_WIDTHS = (4,)
+"""Lanes of ``sched.slp``'s vectors (an SSE register: schedule/slp.py)."""
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -384,6 +387,33 @@ class VectorizeOp(_LoopDirectiveOp):
 
 
 @irdl_op_definition
+class SlpOp(_LoopDirectiveOp):
+    """Run the jammed copies of the epilogue after a loop as vector lanes.
+
+    ``sched.slp "k" width 4``: after ``privatize``, each group of 4 copies of
+    the code after ``k`` (lanesums, bias, SwiGLU, stores) becomes one
+    ``vector<4xf32>`` computation (schedule/slp.py)
+    """
+
+    name = "sched.slp"
+    width = prop_def(IntegerAttr[I64])
+    assembly_format = "$loop `width` $width attr-dict"
+
+    def __init__(self, loop: str, width: int) -> None:
+        super().__init__(properties={"loop": StringAttr(loop), "width": _i64(width)})
+
+    def to_directive(self) -> Slp:
+        return Slp(self.loop.data, self.width.value.data)
+
+    def verify_(self) -> None:
+        super().verify_()
+        width = self.width.value.data
+        if width not in SLP_WIDTHS:
+            raise VerifyException(f"sched.slp \"{self.loop.data}\": expected a width in "
+                                  f"{list(SLP_WIDTHS)}, got {width}")
+
+
+@irdl_op_definition
 class ParallelOp(_LoopDirectiveOp):
     """Run a loop's iterations on the thread pool, at least ``grain`` per chunk.
 
@@ -490,6 +520,15 @@ class Vectorize:
 
 
 @dataclass(frozen=True)
+class Slp:
+    loop: str
+    width: int
+
+    def to_op(self) -> SlpOp:
+        return SlpOp(self.loop, self.width)
+
+
+@dataclass(frozen=True)
 class Parallel:
     loop: str
     grain: int = 1
@@ -507,14 +546,14 @@ class Pack:
         return PackOp(self.arg, self.tile)
 
 
-Directive = Split | Reorder | Unroll | Privatize | Vectorize | Parallel | Pack
+Directive = Split | Reorder | Unroll | Privatize | Vectorize | Slp | Parallel | Pack
 
 
 Sched = Dialect(
     "sched",
     [
         ScheduleOp,
-        SplitOp, ReorderOp, UnrollOp, PrivatizeOp, VectorizeOp, ParallelOp, PackOp,
+        SplitOp, ReorderOp, UnrollOp, PrivatizeOp, VectorizeOp, SlpOp, ParallelOp, PackOp,
     ],
     [],
 )

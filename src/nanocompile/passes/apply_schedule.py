@@ -10,7 +10,7 @@ bitwise equal to unscheduled ones (each primitive's docstring says why).
 
 Every directive of the Schedule dialect has its primitive: ``split``,
 ``reorder``, ``unroll``, ``parallel`` (schedule/primitives.py), ``vectorize``,
-``privatize`` and ``pack`` (one module each). ``pack`` also rewrites the
+``privatize``, ``slp`` and ``pack`` (one module each). ``pack`` also rewrites the
 program's launches, after every directive of the schedule has succeeded.
 """
 
@@ -35,6 +35,7 @@ from nanocompile.schedule.primitives import (
     unroll,
 )
 from nanocompile.schedule.privatize import privatize
+from nanocompile.schedule.slp import slp
 from nanocompile.schedule.vectorize import vectorize
 
 
@@ -82,6 +83,8 @@ def _apply_one(copy: loop.KernelOp, directive: sched.Directive, kernel: loop.Ker
         vectorize(copy, directive.loop, directive.width)
     elif isinstance(directive, sched.Privatize):
         privatize(copy, directive.loop)
+    elif isinstance(directive, sched.Slp):
+        slp(copy, directive.loop, directive.width)
     elif isinstance(directive, sched.Pack):
         if module is None or packs is None:
             raise ScheduleError(f"@{kernel.sym_name.data}: pack rewrites the program's "

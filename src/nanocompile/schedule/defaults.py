@@ -27,7 +27,10 @@ are all refused (or that has none) stays unscheduled.
   so it is privatized first and vectorized after. A projection of a bf16
   weight first tries column tiles of ``STRIDED_DECODE_COLUMNS`` columns
   ``n / 16`` apart whose leftover rows jam all of them (decode streams 16
-  weight rows from 16 places at once), the plain row jam inside a tile;
+  weight rows from 16 places at once), the plain row jam inside a tile. A
+  projection whose epilogue calls ``exp`` (gate/up's SiLU) first tries each
+  of these with ``slp`` on its jammed copies (4 outputs' epilogues as one
+  ``vector<4xf32>``: ``_slp_first``);
 * **other matmuls** (attention: scores and context): a batched matmul
   (heads x rows x columns, ``_batched``: the scores, ``q . k`` over the head
   dim) first gets the register tile of ``BATCHED_TILES`` (query rows per key,
@@ -233,29 +236,57 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
         if (not wide and _reads_bf16(nest[-1]) and strided > jam.columns
                 and strided % jam.columns == 0 and n is not None and n % strided == 0
                 and n // strided >= 2):
-            candidates += _decode_strided(last, rows, block, jam, strided, n // strided,
-                                          kw, min_chunk)
+            candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, strided,
+                                     _decode_strided(last, rows, block, jam, strided,
+                                                     n // strided, kw, min_chunk))
         jammed: list[sched.Directive] = [priv("k"), priv("k"),  # columns, then rows
                                          priv("k_tail")]  # the leftover rows: columns only
         tiles: list[sched.Directive] = [
             *(jammed + vectorized if jam_first else vectorized + jammed), grain]
+        plain: list[list[sched.Directive]] = []
         if block is not None:  # long rows: blocks of rows that stay in L2
-            candidates.append([
+            plain.append([
                 sched.Split(rows, block, f"{rows}b", f"{rows}r"), *columns,
                 sched.Reorder((cols_o, f"{rows}r")),
                 sched.Split(f"{rows}r", jam.rows, f"{rows}o", f"{rows}i", peel=True),
                 *tiles])
-        candidates.append([
+        plain.append([
             *columns,
             sched.Reorder((cols_o, rows)),  # a tile of W serves every row
             sched.Split(rows, jam.rows, f"{rows}o", f"{rows}i", peel=True),
             *tiles])
+        candidates += plain if wide else _slp_first(nest[-1], arch, jam.rows * jam.columns,
+                                                    jam.columns, plain)
     one: list[sched.Directive] = [priv("k"), vec("k", kw)] if jam_first \
         else [vec("k", kw), priv("k")]
     candidates.append([*columns, *one, grain])
     if parallel is not None and parallel.loop != last:
         candidates.append([vec("k", kw), parallel])
     return candidates
+
+
+SLP_LANES = 4
+"""Copies of an epilogue ``sched.slp`` runs as one vector (``schedule/slp.py``)."""
+
+
+def _slp_first(result: loop.ForOp, arch: Arch, copies: int, tail_copies: int,
+               candidates: list[list[sched.Directive]]) -> list[list[sched.Directive]]:
+    """``candidates`` with, ahead of each, the same with ``sched.slp`` on ``k``
+    (``copies`` jammed sums) and ``k_tail`` (``tail_copies``) where there are
+    4 copies at least, for a result whose epilogue calls ``exp`` (gate/up's
+    SiLU: a scalar ``exp`` and division per output cost about as much as the
+    tile's FMAs at K = 896); the plain one stays the fallback."""
+    if arch.f32_lanes == 1 or not any(isinstance(op, xmath.ExpOp) for op in result.walk()):
+        return candidates
+    loops = [name for name, n in (("k", copies), ("k_tail", tail_copies)) if n >= SLP_LANES]
+    if not loops:
+        return candidates
+    out: list[list[sched.Directive]] = []
+    for candidate in candidates:
+        *body, last = candidate
+        assert isinstance(last, sched.Parallel)
+        out += [[*body, *(sched.Slp(name, SLP_LANES) for name in loops), last], candidate]
+    return out
 
 
 DECODE_COLUMNS = 16

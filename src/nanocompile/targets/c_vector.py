@@ -93,7 +93,7 @@ from collections.abc import Set as AbstractSet
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import VectorType, bf16, i1, i8, i32
+from xdsl.dialects.builtin import VectorType, bf16, f32, i1, i8, i32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nanocompile.dialects import loop
@@ -451,6 +451,24 @@ def vector_add(t: VectorType, a: str, b: str) -> str:
     return f"{_shape(t)[2]}_add_ps({a}, {b})"
 
 
+GROUP_LANES = 4
+"""The lanesums ``nc_lanesum<W>x4`` computes at once (one ``__m128`` of results)."""
+
+
+def _extract(op: loop.ExtractOp, name: Callable[[SSAValue], str]) -> str:
+    """Lane ``i`` of a vector of f32: a shuffle or permute that brings it to lane 0."""
+    assert isinstance(op.input.type, VectorType)
+    if op.input.type.element_type != f32:
+        raise VectorEmitError(f"the C target extracts f32 lanes only, got {op.input.type}")
+    w = _shape(op.input.type)[0]
+    v, lane = name(op.input), op.lane.data
+    if w == 4:
+        return f"_mm_cvtss_f32(_mm_shuffle_ps({v}, {v}, {0x55 * lane:#04x}))"
+    if w == 8:
+        return f"_mm256_cvtss_f32(_mm256_permutevar8x32_ps({v}, _mm256_set1_epi32({lane})))"
+    return f"_mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32({lane}), {v}))"
+
+
 def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (one dispatch)
                 ) -> str | None:
     """The C expression of a vector-valued op, or None when ``op`` is scalar."""
@@ -460,9 +478,22 @@ def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (on
         if op.tree is not None:
             return f"{lanesum_tree_name(width, op.lane_tree)}({name(op.input)})"
         return f"nc_lanesum{width}({name(op.input)})"
+    if isinstance(op, loop.ExtractOp):
+        return _extract(op, name)
+    if isinstance(op, loop.LaneSumsOp):
+        assert isinstance(op.inputs[0].type, VectorType)
+        width = _shape(op.inputs[0].type)[0]
+        if len(op.inputs) != GROUP_LANES or width not in (8, 16):
+            raise VectorEmitError(f"the C target prints loop.lanesums of 4 vectors of 8 or 16 "
+                                  f"lanes, got {len(op.inputs)} of {op.inputs[0].type}")
+        return f"nc_lanesum{width}x4({', '.join(name(v) for v in op.inputs)})"
     t = op.results[0].type if op.results else None
     if not isinstance(t, VectorType):
         return None
+    if isinstance(op, loop.VPackOp):
+        if t.element_type != f32:
+            raise VectorEmitError(f"the C target packs f32 lanes only, got {t}")
+        return f"{_shape(t)[2]}_setr_ps({', '.join(name(v) for v in op.inputs)})"
     if isinstance(op, loop.LoadOp):
         raise AssertionError("vector loads are printed by the C emitter (they need strides)")
     if isinstance(op, arith.ExtFOp):

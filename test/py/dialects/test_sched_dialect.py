@@ -20,6 +20,7 @@ from nanocompile.dialects.sched import (
     Privatize,
     Reorder,
     ScheduleOp,
+    Slp,
     Split,
     Unroll,
     Vectorize,
@@ -33,6 +34,7 @@ MATMUL = [
     Unroll("d0i"),
     Unroll("k", 4),
     Vectorize("d1i", 8),
+    Slp("k", 4),
     Parallel("d1o", 4),
     Parallel("d0o"),
     Pack(1, 8),
@@ -47,6 +49,7 @@ sched.schedule @fused_matmul {
   sched.unroll "d0i"
   sched.unroll "k" by 4
   sched.vectorize "d1i" width 8
+  sched.slp "k" width 4
   sched.parallel "d1o" grain 4
   sched.parallel "d0o"
   sched.pack arg 1 tile 8
@@ -222,6 +225,7 @@ ERRORS: list[tuple[str, list[Directive], str]] = [
     ("vectorize width 6", [Vectorize("d1", 6)],
      r'sched.vectorize "d1": expected a width in \[4, 8, 16\], got 6'),
     ("vectorize space", [Vectorize("d 1", 8)], rf"sched.vectorize: {NAME}, got 'd 1'"),
+    ("slp width 8", [Slp("k", 8)], r'sched.slp "k": expected a width in \[4\], got 8'),
     ("parallel grain 0", [Parallel("d0", 0)],
      r'sched.parallel "d0": expected a grain >= 1, got 0'),
     ("parallel dot", [Parallel("d0.o")], rf"sched.parallel: {NAME}, got 'd0.o'"),
@@ -292,6 +296,6 @@ def test_every_directive_maps_to_a_directive_record() -> None:
     # DirectiveOp.to_directive is abstract: check every registered directive
     # overrides it, so apply-schedule never meets the base method.
     directives = [op for op in s.Sched.operations if issubclass(op, s.DirectiveOp)]
-    assert len(directives) == 7
+    assert len(directives) == 8
     missing = [op.name for op in directives if op.to_directive is s.DirectiveOp.to_directive]
     assert missing == []

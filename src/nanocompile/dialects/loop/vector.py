@@ -19,6 +19,13 @@ takes scalars only:
     %p = loop.dot4 %xq, %w : vector<4xi8> -> i32        sum_j (w[j] + 128) * xq[j], exact
     %d = loop.dot4 %xq, %w : vector<32xi8> -> vector<8xi32>   the same per 4 bytes
 
+Three more gather and scatter lanes for ``slp`` (schedule/slp.py: the epilogues
+of jammed copies as one vector):
+
+    %s = loop.lanesums %a, %b, %c, %d : vector<16xf32> -> vector<4xf32>  lanesum of each
+    %p = loop.vpack %a, %b, %c, %d : f32 -> vector<4xf32>   lane i: operand i
+    %x = loop.extract %v[2] : vector<4xf32> -> f32          lane 2
+
 **The int8 dot of 4 bytes** (``loop.dot4``, spec §5 kernel B's integer core):
 of two vectors of ``4 L`` bytes, lane ``l`` (``l < L``) of the result is the
 exact i32 ``sum_{j<4} (w[4l + j] + 128) * xq[4l + j]`` (``w`` the second
@@ -71,6 +78,7 @@ from xdsl.irdl import (
     prop_def,
     result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -513,5 +521,161 @@ class DotI8Op(IRDLOperation):
                          result_types=[result])
 
 
+def _check_lane_count(op: str, count: int) -> None:
+    if count not in LANE_COUNTS:
+        raise VerifyException(f"{op}: expected {', '.join(map(str, LANE_COUNTS))} operands "
+                              f"(one per lane), got {count}")
+
+
+def _print_lanes(printer: Printer, values: Sequence[SSAValue], result: SSAValue) -> None:
+    """`` %a, %b : T -> U`` (operands of one type)."""
+    printer.print_string(" ")
+    printer.print_list(values, printer.print_operand)
+    printer.print_string(" : ")
+    printer.print_attribute(values[0].type)
+    printer.print_string(" -> ")
+    printer.print_attribute(result.type)
+
+
+def _parse_lanes(parser: Parser) -> tuple[list[SSAValue], Attribute]:
+    """The resolved operands (one type) and the result type of `` %a, %b : T -> U``."""
+    values = parser.parse_comma_separated_list(parser.Delimiter.NONE,
+                                               parser.parse_unresolved_operand)
+    parser.parse_punctuation(":")
+    operand = parser.parse_type()
+    parser.parse_punctuation("->")
+    result = parser.parse_type()  # as written (the verifier checks it)
+    return [parser.resolve_operand(v, operand) for v in values], result
+
+
+@irdl_op_definition
+class LaneSumsOp(IRDLOperation):
+    """``N`` lanesums as the lanes of one vector: lane ``i`` of the result is
+    ``loop.lanesum`` (the halving tree) of operand ``i``, bit for bit.
+
+    ``%s = loop.lanesums %a, %b, %c, %d : vector<16xf32> -> vector<4xf32>``
+    """
+
+    name = "loop.lanesums"
+    inputs = var_operand_def(VectorType)
+    result = result_def(VectorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, values: Sequence[SSAValue]) -> None:
+        vector = values[0].type
+        assert isinstance(vector, VectorType)
+        super().__init__(operands=[list(values)],
+                         result_types=[VectorType(vector.element_type, [len(values)])])
+
+    def verify_(self) -> None:
+        vector = _vector(self.inputs[0].type, self.name)
+        if vector.get_shape()[0] not in LANE_COUNTS:
+            raise VerifyException(f"loop.lanesums: expected operands of "
+                                  f"{', '.join(map(str, LANE_COUNTS))} lanes, got {vector}")
+        if any(v.type != vector for v in self.inputs):
+            raise VerifyException("loop.lanesums: the operands differ in type")
+        _check_lane_count(self.name, len(self.inputs))
+        want = VectorType(vector.element_type, [len(self.inputs)])
+        if self.result.type != want:
+            raise VerifyException(f"loop.lanesums: {len(self.inputs)} operands of {vector} "
+                                  f"give {want}, got {self.result.type}")
+
+    def print(self, printer: Printer) -> None:
+        _print_lanes(printer, list(self.inputs), self.result)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LaneSumsOp:
+        values, result = _parse_lanes(parser)
+        return cls.build(operands=[values], result_types=[result])
+
+
+@irdl_op_definition
+class VPackOp(IRDLOperation):
+    """A vector of ``N`` scalars: lane ``i`` is operand ``i``.
+
+    ``%p = loop.vpack %a, %b, %c, %d : f32 -> vector<4xf32>``
+    """
+
+    name = "loop.vpack"
+    inputs = var_operand_def()
+    result = result_def(VectorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, values: Sequence[SSAValue]) -> None:
+        super().__init__(operands=[list(values)],
+                         result_types=[VectorType(values[0].type, [len(values)])])
+
+    def verify_(self) -> None:
+        scalar = self.inputs[0].type
+        if isinstance(scalar, VectorType) or any(v.type != scalar for v in self.inputs):
+            raise VerifyException("loop.vpack: expected scalars of one type")
+        _check_lane_count(self.name, len(self.inputs))
+        want = VectorType(scalar, [len(self.inputs)])
+        if self.result.type != want:
+            raise VerifyException(f"loop.vpack: {len(self.inputs)} operands of {scalar} give "
+                                  f"{want}, got {self.result.type}")
+
+    def print(self, printer: Printer) -> None:
+        _print_lanes(printer, list(self.inputs), self.result)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> VPackOp:
+        values, result = _parse_lanes(parser)
+        return cls.build(operands=[values], result_types=[result])
+
+
+@irdl_op_definition
+class ExtractOp(IRDLOperation):
+    """Lane ``lane`` of a vector, as a scalar.
+
+    ``%x = loop.extract %v[2] : vector<4xf32> -> f32``
+    """
+
+    name = "loop.extract"
+    input = operand_def(VectorType)
+    lane = prop_def(IntAttr)
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, value: SSAValue, lane: int) -> None:
+        assert isinstance(value.type, VectorType)
+        super().__init__(operands=[value], result_types=[value.type.element_type],
+                         properties={"lane": IntAttr(lane)})
+
+    def verify_(self) -> None:
+        vector = _vector(self.input.type, self.name)
+        lanes = vector.get_shape()[0]
+        if not 0 <= self.lane.data < lanes:
+            raise VerifyException(f"loop.extract: lane {self.lane.data} of {vector} (lanes "
+                                  f"0..{lanes - 1})")
+        if self.result.type != vector.element_type:
+            raise VerifyException(f"loop.extract: the result must be {vector.element_type}, "
+                                  f"got {self.result.type}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.input)
+        printer.print_string(f"[{self.lane.data}] : ")
+        printer.print_attribute(self.input.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ExtractOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation("[")
+        lane = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        parser.parse_punctuation("]")
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        vector = parser.parse_type()
+        if not isinstance(vector, VectorType):
+            parser.raise_error(f"expected a vector type, got {vector}", pos, parser.pos)
+        parser.parse_punctuation("->")
+        result = parser.parse_type()
+        return cls.build(operands=[parser.resolve_operand(value, vector)],
+                         result_types=[result], properties={"lane": IntAttr(lane)})
+
+
 VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, VSIToFPOp, LaneSumOp,
-                                         DotI8Op]
+                                         DotI8Op, LaneSumsOp, VPackOp, ExtractOp]

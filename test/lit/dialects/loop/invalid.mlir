@@ -504,3 +504,44 @@ loop.kernel @k() syms [] access [] footprints [] {
   %f = loop.vsitofp %v : vector<8xi8> -> vector<4xf32>
 }
 // CHECK: error: loop.vsitofp: the result must be vector<8xf32>, got vector<4xf32>
+
+// -----
+
+// lanesums: operands of two vector types
+loop.kernel @k(%a: !loop.ptr<f32>) syms [] access ["r"] footprints [#loop.fp<[16], [1]>] {
+  %i = arith.constant 0 : index
+  %x = loop.load %a[%i] strides [1] : vector<16xf32>
+  %y = loop.load %a[%i] strides [1] : vector<8xf32>
+  %s = "loop.lanesums"(%x, %y, %x, %x) : (vector<16xf32>, vector<8xf32>, vector<16xf32>, vector<16xf32>) -> vector<4xf32>
+}
+// CHECK: error: loop.lanesums: the operands differ in type
+
+// -----
+
+// lanesums: 4 sums give 4 lanes
+loop.kernel @k(%a: !loop.ptr<f32>) syms [] access ["r"] footprints [#loop.fp<[16], [1]>] {
+  %i = arith.constant 0 : index
+  %x = loop.load %a[%i] strides [1] : vector<16xf32>
+  %s = loop.lanesums %x, %x, %x, %x : vector<16xf32> -> vector<8xf32>
+}
+// CHECK: error: loop.lanesums: 4 operands of vector<16xf32> give vector<4xf32>, got vector<8xf32>
+
+// -----
+
+// vpack: 3 lanes is no vector
+loop.kernel @k(%a: !loop.ptr<f32>) syms [] access ["r"] footprints [#loop.fp<[16], [1]>] {
+  %i = arith.constant 0 : index
+  %x = loop.load %a[%i] strides [1] : f32
+  %p = loop.vpack %x, %x, %x : f32 -> vector<3xf32>
+}
+// CHECK: error: loop.vpack: expected 2, 4, 8, 16, 32 operands (one per lane), got 3
+
+// -----
+
+// extract: a lane the vector does not have
+loop.kernel @k(%a: !loop.ptr<f32>) syms [] access ["r"] footprints [#loop.fp<[16], [1]>] {
+  %i = arith.constant 0 : index
+  %x = loop.load %a[%i] strides [1] : vector<4xf32>
+  %e = loop.extract %x[4] : vector<4xf32> -> f32
+}
+// CHECK: error: loop.extract: lane 4 of vector<4xf32> (lanes 0..3)

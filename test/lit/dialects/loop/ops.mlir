@@ -1,6 +1,7 @@
 // Every loop op prints, parses back to the same text, and survives the
 // generic form: a scalar kernel, a vector kernel, lanes loops (scalar and
-// vectorized, with math.fma and loop.lanesum), spec §5 kernel A's lanes loop
+// vectorized, with math.fma, loop.lanesum, and slp's loop.lanesums,
+// loop.vpack and loop.extract), spec §5 kernel A's lanes loop
 // (lanes 32, tail 8, a tree) over int8 data and its vectorized form (vector
 // i8 loads, loop.vsitofp, loop.lanesum with a tree), the program that
 // launches them and a program's requirements on its symbols.
@@ -87,6 +88,11 @@ builtin.module {
     %v = arith.addf %lo, %hi : vector<8xf32>
     %t = loop.lanesum %v : vector<8xf32> -> f32
     loop.store %t, %out[%c2] strides [1] : f32
+    %sums = loop.lanesums %lo, %hi, %lo, %hi : vector<8xf32> -> vector<4xf32>
+    %packed = loop.vpack %t, %zero, %t, %zero : f32 -> vector<4xf32>
+    %both = arith.addf %sums, %packed : vector<4xf32>
+    %lane3 = loop.extract %both[3] : vector<4xf32> -> f32
+    loop.store %lane3, %out[%c1] strides [1] : f32
   }
   loop.kernel @kernel_a(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %q: !loop.ptr<i8>) syms [] access ["w", "r", "r"] footprints [#loop.fp<[2], [1]>, #loop.fp<[40], [1]>, #loop.fp<[40], [1]>] {
     %c0 = arith.constant 0 : index
@@ -198,6 +204,11 @@ builtin.module {
 // CHECK-NEXT:    %v = arith.addf %lo, %hi : vector<8xf32>
 // CHECK-NEXT:    %t = loop.lanesum %v : vector<8xf32> -> f32
 // CHECK-NEXT:    loop.store %t, %out[%c2] strides [1] : f32
+// CHECK-NEXT:    %sums = loop.lanesums %lo, %hi, %lo, %hi : vector<8xf32> -> vector<4xf32>
+// CHECK-NEXT:    %packed = loop.vpack %t, %zero, %t, %zero : f32 -> vector<4xf32>
+// CHECK-NEXT:    %both = arith.addf %sums, %packed : vector<4xf32>
+// CHECK-NEXT:    %lane3 = loop.extract %both[3] : vector<4xf32> -> f32
+// CHECK-NEXT:    loop.store %lane3, %out[%c1] strides [1] : f32
 // CHECK-NEXT:  }
 
 // CHECK-LABEL: loop.kernel @kernel_a(%out: !loop.ptr<f32>, %a: !loop.ptr<f32>, %q: !loop.ptr<i8>) syms [] access ["w", "r", "r"] footprints [#loop.fp<[2], [1]>, #loop.fp<[40], [1]>, #loop.fp<[40], [1]>] {

@@ -172,6 +172,14 @@ sched.schedule @f {
 
 // -----
 
+// slp: groups of 4 copies only (an SSE vector)
+sched.schedule @f {
+  sched.slp "k" width 8
+}
+// CHECK: error: sched.slp "k": expected a width in [4], got 8
+
+// -----
+
 // parallel: grain 0
 sched.schedule @f {
   sched.parallel "d0" grain 0

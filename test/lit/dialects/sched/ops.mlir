@@ -41,6 +41,7 @@ builtin.module {
     sched.split "d1oo" by 2 into "p0d0", "p0_d1"
     sched.vectorize "d1oi" width 16 {note = "avx512"}
     sched.vectorize "p0_d1" width 4
+    sched.slp "k" width 4
     sched.parallel "d0"
     sched.parallel "d2" grain 1
     sched.pack arg 0 tile 2
@@ -66,6 +67,7 @@ builtin.module {
 // CHECK-NEXT:    sched.split "d1oo" by 2 into "p0d0", "p0_d1"
 // CHECK-NEXT:    sched.vectorize "d1oi" width 16 {note = "avx512"}
 // CHECK-NEXT:    sched.vectorize "p0_d1" width 4
+// CHECK-NEXT:    sched.slp "k" width 4
 // CHECK-NEXT:    sched.parallel "d0"
 // The default grain prints as nothing, so `grain 1` reads back without it:
 // CHECK-NEXT:    sched.parallel "d2"
@@ -87,7 +89,8 @@ builtin.module {
 // GENERIC-NEXT: }) : () -> ()
 // GENERIC-NEXT: "sched.schedule"() <{kernel = @row_kernel}> ({
 // GENERIC:        "sched.vectorize"() <{loop = "d1oi", width = 16 : i64}> {note = "avx512"} : () -> ()
-// GENERIC:        "sched.parallel"() <{loop = "d0", grain = 1 : i64}> : () -> ()
+// GENERIC:        "sched.slp"() <{loop = "k", width = 4 : i64}> : () -> ()
+// GENERIC-NEXT:   "sched.parallel"() <{loop = "d0", grain = 1 : i64}> : () -> ()
 // GENERIC-NEXT:   "sched.parallel"() <{loop = "d2", grain = 1 : i64}> : () -> ()
 // GENERIC:      }) {tuned = "by hand"} : () -> ()
 // GENERIC-NEXT: "sched.schedule"() <{kernel = @unscheduled}> ({

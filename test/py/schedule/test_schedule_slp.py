@@ -1,0 +1,155 @@
+"""``slp``: the jammed copies' epilogues as the lanes of one vector
+(schedule/slp.py), run through the C backend.
+
+Claims:
+
+* gate/up (``silu(x @ Wg.T) * (x @ Wu.T)``, fused: one ``exp`` and one division
+  per output) under its default schedule on each vector arch (whose first
+  candidate applies ``slp`` to the row tile's copies) gives the unscheduled
+  kernel's bits at every row count (whole row tiles, leftover rows, decode)
+  and at 1, 2 and 3 threads, with ``exp`` on 4 lanes (``nc_expf4``) in the C;
+  values of both signs and magnitudes 1e-3 .. 1e3 take both sides of the
+  SiLU's select (``exp`` of a large argument: 0 or inf);
+* a projection with a bias whose 6 jammed columns make one group and two
+  copies left over: the group's bias values packed (``loop.vpack``), the two
+  leftovers scalar, the same bits;
+* without the jam, with nothing to vectorize, with a width other than 4:
+  refused (``EpilogueNotCopies``, ``NotVectorizable``, ``ScheduleError``), the
+  kernel left as it was;
+* the scalar arch's candidates never use it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _arches import arch_params
+from _numerics import assert_bitwise, random_f32, rng_for
+from xdsl.dialects.builtin import ModuleOp
+
+from nanocompile.backend.guarded_arena import GuardedArena
+from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
+from nanocompile.dialects import loop, sched
+from nanocompile.frontend import composites as C
+from nanocompile.frontend.tensor import GraphBuilder
+from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
+from nanocompile.schedule.defaults import default_schedules
+from nanocompile.schedule.primitives import ScheduleError
+from nanocompile.schedule.slp import EpilogueNotCopies, slp
+from nanocompile.schedule.vectorize import NotVectorizable
+from nanocompile.targets.arch import AVX2, AVX512, SCALAR, Arch
+
+K = 64
+N = 48  # columns: whole AVX-512 (2) and AVX2 (2 x 2) column tiles
+SEQS = (1, 2, 5, 6, 7, 13)  # decode, leftover rows, whole 6-row tiles and beyond
+THREADS = (1, 2, 3)
+
+
+def gate_up() -> ModuleOp:
+    gb = GraphBuilder("gate_up")
+    x = gb.input("x", "f32", ["seq", K])
+    gate = C.linear(x, gb.weight("wg", [N, K]))
+    up = C.linear(x, gb.weight("wu", [N, K]))
+    gb.output("out", C.silu(gate) * up)
+    return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
+def biased(n: int = 6) -> ModuleOp:
+    gb = GraphBuilder("linear")
+    x = gb.input("x", "f32", ["seq", K])
+    gb.output("out", C.linear(x, gb.weight("w", [n, K]), gb.weight("b", [n])))
+    return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
+def _kernel(module: ModuleOp) -> loop.KernelOp:
+    (kernel,) = [op for op in module.ops if isinstance(op, loop.KernelOp)]
+    return kernel
+
+
+def _scheduled(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
+    out = module.clone()
+    kernel = _kernel(out)
+    replace_kernel(out, kernel, apply_directives(kernel, directives, out, []), [])
+    out.verify()
+    return out
+
+
+def _weights(names: dict[str, tuple[int, ...]], label: str) -> dict[str, np.ndarray]:
+    rng = rng_for(f"slp {label}", 0)
+    return {name: random_f32(rng, shape, specials=False) for name, shape in names.items()}
+
+
+def _same_bits(plain: ModuleOp, scheduled: ModuleOp, weights: dict[str, np.ndarray],
+               label: str, threads: tuple[int, ...] = THREADS) -> str:
+    """Both programs' outputs bit for bit at every ``SEQS`` and ``threads``; the
+    scheduled program's C."""
+    want, got = compile_loop(plain, weights), compile_loop(scheduled, weights)
+    rng = rng_for(f"slp inputs {label}", 0)
+    for seq in SEQS:
+        x = random_f32(rng, (seq, K), specials=False)
+        reference = GuardedArena(want).run({"x": x})["out"]
+        for n in threads:
+            assert got.set_threads(n) == n
+            assert_bitwise(GuardedArena(got).run({"x": x})["out"], reference,
+                           f"{label}, seq={seq}, {n} threads")
+    return got.source
+
+
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
+def test_gate_up_default_schedule_is_bitwise(arch: Arch) -> None:
+    module = gate_up()
+    (first, *_) = default_schedules(_kernel(module), arch)
+    assert sched.Slp("k", 4) in first, first
+    scheduled = _scheduled(module, first)
+    source = _same_bits(module, scheduled, _weights({"wg": (N, K), "wu": (N, K)}, "gate"),
+                        f"gate/up {arch.name}")
+    assert "nc_expf4(" in source
+    assert sum(isinstance(op, loop.LaneSumsOp) for op in _kernel(scheduled).walk()) >= 2
+
+
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
+def test_leftover_copies_stay_scalar(arch: Arch) -> None:
+    module = biased(6)
+    directives: list[sched.Directive] = [
+        sched.Split("d1", 6, "d1o", "d1i"), sched.Vectorize("k", arch.f32_lanes),
+        sched.Privatize("k"), sched.Slp("k", 4)]
+    scheduled = _scheduled(module, directives)
+    ops = list(_kernel(scheduled).walk())
+    assert sum(isinstance(op, loop.LaneSumsOp) for op in ops) == 1
+    assert sum(isinstance(op, loop.VPackOp) for op in ops) == 1  # the bias of 4 columns
+    assert sum(isinstance(op, loop.LaneSumOp) for op in ops) == 2  # the 2 left over
+    assert sum(isinstance(op, loop.ExtractOp) for op in ops) == 4
+    _same_bits(module, scheduled, _weights({"w": (6, K), "b": (6,)}, "bias"),
+               f"bias {arch.name}", threads=(1,))  # no parallel loop
+
+
+def _refused(module: ModuleOp, directives: list[sched.Directive], width: int,
+             error: type[ScheduleError]) -> None:
+    kernel = _kernel(_scheduled(module, directives))
+    before = str(kernel)
+    with pytest.raises(error):
+        slp(kernel, "k", width)
+    assert str(kernel) == before
+
+
+def test_refused_without_the_jam() -> None:
+    _refused(gate_up(), [sched.Vectorize("k", 16)], 4, EpilogueNotCopies)
+
+
+def test_refused_with_nothing_to_vectorize() -> None:
+    gb = GraphBuilder("plain")
+    x = gb.input("x", "f32", ["seq", K])
+    gb.output("out", C.linear(x, gb.weight("w", [8, K])))
+    module = lower_to_loop(optimize_graph(gb.finish_module()))
+    _refused(module, [sched.Split("d1", 4, "d1o", "d1i"), sched.Vectorize("k", 16),
+                      sched.Privatize("k")], 4, NotVectorizable)
+
+
+def test_refused_at_another_width() -> None:
+    _refused(gate_up(), [sched.Split("d1", 8, "d1o", "d1i"), sched.Vectorize("k", 16),
+                         sched.Privatize("k")], 8, ScheduleError)
+
+
+def test_scalar_arch_never_uses_it() -> None:
+    for candidate in default_schedules(_kernel(gate_up()), SCALAR):
+        assert not any(isinstance(d, sched.Slp) for d in candidate)
