@@ -230,7 +230,9 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
         block = _row_block(nest[-1], jam.rows)
         decode = max(jam.columns, DECODE_COLUMNS // sums)
         if wide and decode % jam.columns == 0:
-            candidates += _decode_wide(last, rows, block, jam, decode, kw, min_chunk)
+            candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, decode,
+                                     _decode_wide(last, rows, block, jam, decode, kw,
+                                                  min_chunk))
         strided = max(jam.columns, STRIDED_DECODE_COLUMNS // sums)
         n = _extent(nest[-1])
         if (not wide and _reads_bf16(nest[-1]) and strided > jam.columns
@@ -255,8 +257,7 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
             sched.Reorder((cols_o, rows)),  # a tile of W serves every row
             sched.Split(rows, jam.rows, f"{rows}o", f"{rows}i", peel=True),
             *tiles])
-        candidates += plain if wide else _slp_first(nest[-1], arch, jam.rows * jam.columns,
-                                                    jam.columns, plain)
+        candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, jam.columns, plain)
     one: list[sched.Directive] = [priv("k"), vec("k", kw)] if jam_first \
         else [vec("k", kw), priv("k")]
     candidates.append([*columns, *one, grain])

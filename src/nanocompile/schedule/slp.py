@@ -2,12 +2,12 @@
 one vector (superword-level parallelism, as LLVM's SLP vectorizer).
 
 After ``privatize`` jams ``T`` copies of a matmul's result into its reduction
-loop ``k``, the code after ``k`` is ``T`` copies of one epilogue, one after
-the other, each scalar: the lanesums of the copy's accumulators, what the
-kernel computes from them (a bias, a residual, gate/up's SwiGLU with its
-``exp`` and division) and the store. ``slp "k" width 4`` runs each group of 4
-consecutive copies as the 4 lanes of ``vector<4xf32>`` values: copy ``l`` of
-a group is lane ``l``. Per group, in this order:
+loop ``k``, the code after ``k`` is ``T`` copies of one epilogue, each scalar
+(a copy: the ops its values connect, wherever they stand): the lanesums of
+the copy's accumulators, what the kernel computes from them (a bias, a
+residual, gate/up's SwiGLU with its ``exp`` and division) and the store.
+``slp "k" width 4`` runs each group of 4 consecutive copies as the 4 lanes
+of ``vector<4xf32>`` values: copy ``l`` of a group is lane ``l``. Per group, in this order:
 
 1. the ops that use no vectorized value, as they were (the scalar leaves:
    loads, index arithmetic, constants, the vector adds that end an AVX2 sum);
@@ -29,10 +29,9 @@ kernel writes. Copies left over (``T`` not a multiple of 4) stay scalar.
 
 Refused, leaving the kernel unchanged (``ScheduleError`` subclasses): loop
 ``k`` missing; code after it that is not straight-line (``EpilogueNotCopies``:
-a loop, ``loop.if`` or ``loop.check``), that is not ``T >= width`` closed,
-isomorphic copies (``EpilogueNotCopies``), that loads an argument the kernel
-writes (``ReadsOwnWrites``), in which no op has a vector form, or whose
-vectorized value feeds an op left scalar that a vector op needs
+a loop, ``loop.if`` or ``loop.check``) or not ``width`` or more isomorphic
+copies (``EpilogueNotCopies``); an epilogue that loads an argument the kernel
+writes (``ReadsOwnWrites``) or has no op with a vector form
 (``NotVectorizable``).
 """
 
@@ -75,28 +74,38 @@ def _same_shape(a: Operation, b: Operation) -> bool:
 
 
 def _segments(tail: Sequence[Operation], width: int) -> list[list[Operation]] | None:
-    """``tail`` cut into the fewest-op closed isomorphic copies, at least ``width``."""
-    n = len(tail)
-    for size in range(1, n // width + 1):
-        if n % size:
-            continue
-        segs = [list(tail[i:i + size]) for i in range(0, n, size)]
-        if _closed(segs) and all(_isomorphic(segs[0], s) for s in segs[1:]):
-            return segs
-    return None
+    """``tail`` as its copies: the ops connected by their values (each copy's own
+    chain, wherever a schedule put its ops: ``vectorize`` after ``privatize``
+    prints every copy's lanesum before the first epilogue), in order of their
+    first op, when there are ``width`` or more and all are isomorphic."""
+    parent = list(range(len(tail)))
 
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
 
-def _closed(segs: list[list[Operation]]) -> bool:
-    """No copy uses a value another copy computes."""
-    copy_of: dict[SSAValue, int] = {r: c for c, seg in enumerate(segs) for op in seg
-                                    for r in op.results}
-    return all(copy_of.get(v, c) == c for c, seg in enumerate(segs) for op in seg
-               for v in op.operands)
+    index = {op: i for i, op in enumerate(tail)}
+    for i, op in enumerate(tail):
+        for value in op.operands:
+            owner = value.owner
+            if isinstance(owner, Operation) and owner in index:
+                parent[root(i)] = root(index[owner])
+    copies: dict[int, list[Operation]] = {}
+    for i, op in enumerate(tail):
+        copies.setdefault(root(i), []).append(op)
+    segs = sorted(copies.values(), key=lambda seg: index[seg[0]])
+    if len(segs) < width or not all(_isomorphic(segs[0], seg) for seg in segs[1:]):
+        return None
+    return segs
 
 
 def _isomorphic(first: list[Operation], other: list[Operation]) -> bool:
     """Op by op the same, each operand from the same position of its own copy or
     from outside both."""
+    if len(first) != len(other):
+        return False
     for a, b in zip(first, other, strict=True):
         if not _same_shape(a, b):
             return False

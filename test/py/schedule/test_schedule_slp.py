@@ -10,6 +10,8 @@ Claims:
   and at 1, 2 and 3 threads, with ``exp`` on 4 lanes (``nc_expf4``) in the C;
   values of both signs and magnitudes 1e-3 .. 1e3 take both sides of the
   SiLU's select (``exp`` of a large argument: 0 or inf);
+* the copies found by their values where ``vectorize`` after ``privatize``
+  put every copy's lanesum ahead of the epilogues (kernel A's order);
 * a projection with a bias whose 6 jammed columns make one group and two
   copies left over: the group's bias values packed (``loop.vpack``), the two
   leftovers scalar, the same bits;
@@ -121,6 +123,20 @@ def test_leftover_copies_stay_scalar(arch: Arch) -> None:
     assert sum(isinstance(op, loop.ExtractOp) for op in ops) == 4
     _same_bits(module, scheduled, _weights({"w": (6, K), "b": (6,)}, "bias"),
                f"bias {arch.name}", threads=(1,))  # no parallel loop
+
+
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
+def test_copies_whose_ops_interleave(arch: Arch) -> None:
+    """Privatized before vectorized (kernel A's order), every copy's lanesum
+    comes before the first epilogue: the copies are found by their values."""
+    module = gate_up()
+    directives: list[sched.Directive] = [
+        sched.Split("d1", 4, "d1o", "d1i"), sched.Privatize("k"),
+        sched.Vectorize("k", arch.f32_lanes), sched.Slp("k", 4)]
+    scheduled = _scheduled(module, directives)
+    assert sum(isinstance(op, loop.LaneSumsOp) for op in _kernel(scheduled).walk()) == 2
+    _same_bits(module, scheduled, _weights({"wg": (N, K), "wu": (N, K)}, "interleaved"),
+               f"interleaved {arch.name}", threads=(1,))
 
 
 def _refused(module: ModuleOp, directives: list[sched.Directive], width: int,
