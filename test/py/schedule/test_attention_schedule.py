@@ -169,7 +169,8 @@ def _inputs(heads: int, kv_heads: int, d: int, seq: int, ctx: int,
     return feed
 
 
-@pytest.mark.parametrize("arch", arch_params())
+# the host's arch and scalar quickly (test_schedule_parallel.py's tiny model: every arch)
+@pytest.mark.parametrize("arch", arch_params(quick_on_host_only=True))
 @pytest.mark.parametrize(("shape", "form"), [  # the model's form in the quick suite
     pytest.param("real", "total", marks=pytest.mark.slow),
     pytest.param("tiny", "total", marks=pytest.mark.slow),

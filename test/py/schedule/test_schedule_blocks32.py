@@ -214,21 +214,24 @@ def _dot_reference(a: np.ndarray, q: np.ndarray, lb: int, ub: int, lanes: int, t
     return np.array([written_tree(partial, tree)], np.float32)
 
 
-def _orders() -> list[tuple[int, int, int, int | None, tuple[int, ...] | None]]:
+def _orders() -> list[object]:
     """(lb, ub, lanes, tail, tree): kernel A's, the halving tree with a tail,
-    and seeded random trees and tails of 4, 8, 16 and 32 lanes."""
+    and seeded random trees and tails of 4, 8, 16 and 32 lanes (two of each
+    lane count in the quick suite, four in the full one: the non-slow suite's
+    3-minute budget)."""
     rng = np.random.default_rng(rng_for("blocks32 orders", 0).integers(1 << 30))
-    cases: list[tuple[int, int, int, int | None, tuple[int, ...] | None]] = [
+    cases: list[object] = [
         (0, 72, 32, 8, SPEC_TREE), (3, 3 + 96 + 16, 32, 8, SPEC_TREE), (0, 64, 32, 8, SPEC_TREE),
         (5, 5 + 40, 16, 8, None), (0, 0, 32, 8, SPEC_TREE), (1, 1 + 36, 32, 4, SPEC_TREE)]
     for lanes in (4, 8, 16, 32):
         bits = lanes.bit_length() - 1
-        for _ in range(4):
+        for i in range(4):
             tree = tuple(int(b) for b in rng.permutation(bits))
             tail = int(2 ** rng.integers(0, bits + 1))
             lb = int(rng.integers(0, 5))
             n = lanes * int(rng.integers(0, 4)) + tail * int(rng.integers(0, lanes // tail))
-            cases.append((lb, lb + n, lanes, tail, tree))
+            cases.append(pytest.param(lb, lb + n, lanes, tail, tree,
+                                      marks=[pytest.mark.slow] if i >= 2 else []))
     return cases
 
 

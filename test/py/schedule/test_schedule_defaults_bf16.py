@@ -13,7 +13,7 @@ Claims:
   rows (a group's weight rows serve every row, as in the plain candidate);
 * an f32 weight, columns that do not divide into tiles of 16, and the
   scalar arch keep the plain candidates (no strided tile is offered);
-* every default candidate (and the other tiles' candidates) is bitwise the
+* every default candidate (the other tiles' in the full suite) is bitwise the
   unscheduled kernel at 1, 2, 3 and 8 threads, at row counts that leave
   every row tail, and for rows long enough to be swept in row blocks; a
   projection's unscheduled kernel is bitwise ``_fma_reference.lanes_matmul``
@@ -214,18 +214,28 @@ def test_other_projections_keep_the_plain_candidates(fmt: str, n: int, arch: Arc
 # bitwise: every candidate = the unscheduled kernel
 
 
+# The tiles whose candidates a case runs: the arch's own (the compiler's) in the
+# quick suite, two others in the full suite only: the non-slow suite's 3-minute
+# budget (test_schedule_lanes.py and test_schedule_blocks32.py run other
+# tiles' candidates quickly)
+TILE_SETS = [pytest.param((None,), id="arch tile"),
+             pytest.param((MatmulTile(2, 2), MatmulTile(3, 4)), id="other tiles",
+                          marks=pytest.mark.slow)]
+
+
 def _run_all(module: ModuleOp, weights: dict[str, np.ndarray], k: int, arch: Arch,
-             seqs: tuple[int, ...], label: str) -> int:
-    """Every default candidate of ``module``'s kernel on ``arch`` (the arch's
-    tile and two others), bitwise the unscheduled kernel at every thread count;
-    returns how many candidates applied."""
+             seqs: tuple[int, ...], label: str,
+             tiles: tuple[MatmulTile | None, ...]) -> int:
+    """Every default candidate of ``module``'s kernel on ``arch`` for ``tiles``
+    (None: the arch's tile), bitwise the unscheduled kernel at every thread
+    count; returns how many candidates applied."""
     reference = compile_loop(module, weights)
     rng = rng_for(f"bf16 strided inputs {label}", k)
     feeds = [{"x": random_f32(rng, (seq, k), specials=False)} for seq in seqs]
     wants = [reference.run(feed)["y"] for feed in feeds]
     seen: list[list[sched.Directive]] = []
     applied = 0
-    for tile in (None, MatmulTile(2, 2), MatmulTile(3, 4)):
+    for tile in tiles:
         for directives in default_schedules(_kernel(module), arch, tile=tile):
             if directives in seen:
                 continue
@@ -246,29 +256,35 @@ def _run_all(module: ModuleOp, weights: dict[str, np.ndarray], k: int, arch: Arc
     return applied
 
 
+@pytest.mark.parametrize("tiles", TILE_SETS)
 @pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
 @pytest.mark.parametrize(("k", "n", "bias"), [(64, 64, True), (32, 48, False)])
-def test_projection_candidates_are_bitwise(arch: Arch, k: int, n: int, bias: bool) -> None:
+def test_projection_candidates_are_bitwise(arch: Arch, k: int, n: int, bias: bool,
+                                           tiles: tuple[MatmulTile | None, ...]) -> None:
     module = projection(k, n, "bf16", bias)
     shapes = {"w": (n, k), **({"b": (n,)} if bias else {})}
     weights = _bf16_weights(shapes, k)
-    assert _run_all(module, weights, k, arch, (1, 2, 7, 13), f"proj {k}x{n}") >= 3
+    assert _run_all(module, weights, k, arch, (1, 2, 7, 13), f"proj {k}x{n}", tiles) >= 3
 
 
+@pytest.mark.parametrize("tiles", TILE_SETS)
 @pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
-def test_long_rows_candidates_are_bitwise(arch: Arch) -> None:
+def test_long_rows_candidates_are_bitwise(arch: Arch,
+                                          tiles: tuple[MatmulTile | None, ...]) -> None:
     """K = 2048: rows swept in blocks of 126 (``ROW_BLOCK_BYTES``); 131 rows
     cross a block and leave a row tail in the second."""
     module = projection(2048, 32, "bf16", bias=False)
     weights = _bf16_weights({"w": (32, 2048)}, 2048)
-    assert _run_all(module, weights, 2048, arch, (1, 7, 131), "long rows") >= 3
+    assert _run_all(module, weights, 2048, arch, (1, 7, 131), "long rows", tiles) >= 3
 
 
+@pytest.mark.parametrize("tiles", TILE_SETS)
 @pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
-def test_gate_up_candidates_are_bitwise(arch: Arch) -> None:
+def test_gate_up_candidates_are_bitwise(arch: Arch,
+                                        tiles: tuple[MatmulTile | None, ...]) -> None:
     module = gate_up(32, 80)
     weights = _bf16_weights({"g": (80, 32), "u": (80, 32)}, 80)
-    assert _run_all(module, weights, 32, arch, (1, 2, 7), "gate/up 32x80") >= 3
+    assert _run_all(module, weights, 32, arch, (1, 2, 7), "gate/up 32x80", tiles) >= 3
 
 
 def test_the_unscheduled_projection_is_the_lanes_order() -> None:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from _arches import TITLES
+from _arches import TITLES, slow_off_host
 from _fma_reference import MATMUL_LANES, fma_f32, lanes_matmul
 from _numerics import assert_bitwise, random_f32, rng_for
 from xdsl.context import Context
@@ -58,7 +58,7 @@ from nanocompile.schedule.primitives import (
     unroll,
 )
 from nanocompile.schedule.vectorize import RaggedLanes, vectorize
-from nanocompile.targets.arch import AVX2, AVX512, SCALAR, Arch, cpu_flags
+from nanocompile.targets.arch import AVX2, AVX512, SCALAR, Arch, cpu_flags, host_arch
 
 N = 24  # output columns: whole tiles of 2, 3, 4 and 6 columns
 SEQS = (1, 2, 3, 7)  # rows: decode, a tail of every row tile, several tiles
@@ -85,9 +85,12 @@ def _width_params(widths: tuple[int, ...] = (4, 8, 16)) -> list[object]:
 
 
 def _arch_width(arch: Arch) -> list[object]:
+    """``arch`` skipped without its vectors' flags, in the full suite only when it
+    is not the host's (``slow_off_host``)."""
     reason = _missing(arch.f32_lanes) if arch.vector else None
     return [pytest.param(arch, id=arch.name,
-                         marks=[pytest.mark.skip(reason=reason)] if reason else [])]
+                         marks=[pytest.mark.skip(reason=reason)] if reason else
+                         slow_off_host(arch))]
 
 
 def projection(k: int | str, n: int = N) -> ModuleOp:
@@ -271,8 +274,21 @@ def _vector_schedules(width: int) -> list[tuple[str, list[sched.Directive]]]:
     ]
 
 
-@pytest.mark.parametrize("width", _width_params())
-@pytest.mark.parametrize("k", [16, 48])
+def _k_width_params() -> list[object]:
+    """K = 48 (three groups of lanes) at every width; K = 16 (one group) at the
+    host's width, at the other widths in the full suite only (the non-slow
+    suite's 3-minute budget)."""
+    params = []
+    for k in (16, 48):
+        for param in _width_params():
+            width = param.values[0]
+            slow = [pytest.mark.slow] if k == 16 and width != host_arch().f32_lanes else []
+            params.append(pytest.param(k, width, id=f"{k}-{param.id}",
+                                       marks=[*param.marks, *slow]))
+    return params
+
+
+@pytest.mark.parametrize(("k", "width"), _k_width_params())
 def test_vector_schedules_give_the_scalar_lanes_bits(width: int, k: int) -> None:
     module = projection(k)
     for label, directives in _vector_schedules(width):
@@ -555,7 +571,8 @@ def test_default_schedules_of_an_empty_sum(arch: Arch) -> None:
                    for c in candidates for d in c)
 
 
-@pytest.mark.parametrize("arch", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("arch", [pytest.param(a, id=a.name, marks=slow_off_host(a))
+                                  for a in (AVX2, AVX512)])
 def test_long_rows_are_blocked_and_keep_the_order(arch: Arch) -> None:
     """K = 4864 (down_proj's rows): the first candidate sweeps the column tiles
     over blocks of rows (``ROW_BLOCK_BYTES``); it applies and gives the

@@ -180,7 +180,8 @@ def test_unfused_is_the_fused() -> None:
 # gate/up: two kernel-A sums in one k loop
 
 
-@pytest.mark.parametrize("arch", arch_params())
+# the host's arch and scalar quickly (test_specials_are_the_reference: every arch)
+@pytest.mark.parametrize("arch", arch_params(quick_on_host_only=True))
 def test_fused_gate_up_pair_is_the_reference(arch: Arch) -> None:
     """``gate * up`` of two kernel-A projections: fusion puts both in one
     kernel sharing the k loop (two sums per column); each keeps its order."""
@@ -236,7 +237,8 @@ def test_specials_are_the_reference(arch: Arch) -> None:
 # the program: int8 read as bytes, widened in registers
 
 
-@pytest.mark.parametrize("arch", arch_params())
+# the host's arch and scalar quickly (test_specials_are_the_reference: every arch)
+@pytest.mark.parametrize("arch", arch_params(quick_on_host_only=True))
 def test_int8_weights_are_read_as_bytes(arch: Arch) -> None:
     """One kernel (no widened copy), the i8 weight bound as int8 and counted at
     1 byte per element; the vector archs load bytes and widen them in
@@ -287,7 +289,8 @@ def _shape_case(name: str, arch: Arch, rows: Sequence[int], label: str) -> None:
           None if columns is None else {"y": columns})
 
 
-@pytest.mark.parametrize("arch", arch_params())
+# the host's arch and scalar quickly (test_specials_are_the_reference: every arch)
+@pytest.mark.parametrize("arch", arch_params(quick_on_host_only=True))
 def test_kv_projection_is_the_reference(arch: Arch) -> None:
     """A model shape in the quick suite: k/v (896 -> 128, with bias) at 1 and 7 rows."""
     _shape_case("k_v", arch, (1, 7), "quick")
