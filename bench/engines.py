@@ -25,6 +25,8 @@ c-int8-dot      the same int8 weights, spec §5's kernel B (W8A8, ``--weights in
                 for the projections: activations quantized per block of 32, exact
                 integer dots (``loop.dot4``: AVX512-VNNI / AVX-VNNI / AVX2 by the
                 CPU's flags, ``targets.arch.host_int8_dot``); the LM head kernel A
+c-*-tuned       c-phase4 / c-bf16 / c-int8 / c-int8-dot scheduled with this machine's
+                tuned winners (``nanocompile tune``; asked for by name only)
 torch           transformers ``Qwen2ForCausalLM`` float32, eager, its own KV cache
 torch-compile   the same model with its forward under ``torch.compile``
                 (:mod:`bench.torch_compile_engine`)
@@ -64,6 +66,7 @@ scores and context, the LM head on one row); elementwise work is left out
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -77,18 +80,22 @@ from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
 
 NANOINFER_ENGINE_NAMES: tuple[str, ...] = ("nanoinfer-f32", "nanoinfer-int8")
+TUNED_ENGINE_NAMES: tuple[str, ...] = ("c-phase4-tuned", "c-bf16-tuned", "c-int8-tuned",
+                                        "c-int8-dot-tuned")
 ALL_ENGINE_NAMES: tuple[str, ...] = ("interp", "c-phase2", "c-phase3", "c-phase4", "c-bf16",
-                                      "c-int8", "c-int8-dot", "torch", "torch-compile", "numpy",
-                                      "llama-f32", "llama-bf16", "llama-q8_0",
-                                      *NANOINFER_ENGINE_NAMES)
+                                      "c-int8", "c-int8-dot", *TUNED_ENGINE_NAMES, "torch",
+                                      "torch-compile", "numpy", "llama-f32", "llama-bf16",
+                                      "llama-q8_0", *NANOINFER_ENGINE_NAMES)
 
 
 def default_engine_names() -> tuple[str, ...]:
-    """The engines of a default run: nanoinfer's only those that can be built here."""
+    """The engines of a default run: nanoinfer's only those that can be built here,
+    the tuned ones only when asked for by name."""
     from bench.nanoinfer_engine import available_engines
 
     present = available_engines()
-    return tuple(n for n in ALL_ENGINE_NAMES if n in present or n not in NANOINFER_ENGINE_NAMES)
+    return tuple(n for n in ALL_ENGINE_NAMES if n not in TUNED_ENGINE_NAMES
+                 and (n in present or n not in NANOINFER_ENGINE_NAMES))
 
 
 ENGINE_NAMES: tuple[str, ...] = default_engine_names()
@@ -453,29 +460,38 @@ class _PooledModel(_CacheModel):
         return super().new_state(capacity)
 
 
-def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32"
+def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32", tuned: bool = False
              ) -> Callable[[Shared], Model]:
     """A builder of the C engine; ``weights="bf16"``: the bf16-weight graph bound to
     the snapshot's mapped bf16 tensors (needs ``schedule``: c-bf16); ``"int8"``: that
     graph after ``quantize-int8`` bound to the int8 weights (c-int8); ``"int8-dot"``:
-    the same with kernel B's pass (c-int8-dot; the same int8 weights)."""
+    the same with kernel B's pass (c-int8-dot; the same int8 weights). The
+    hand-written schedules unless ``tuned`` (the ``-tuned`` engines: this
+    machine's recorded winners, ``nanocompile tune``; unavailable without any)."""
     def build(shared: Shared) -> Model:
         if shutil.which("gcc") is None:
             raise EngineUnavailable("no gcc on PATH")
         from nanocompile.backend.runtime import CompiledBackend
-        from nanocompile.compiler import compile_program
+        from nanocompile.compiler import compile_program, recorded_winners
         from nanocompile.inference.engine import Engine
+
+        winners = recorded_winners() if tuned else ""
+        if tuned and not winners:
+            raise EngineUnavailable("no tuned winners recorded for this machine and thread "
+                                    "count (run: nanocompile tune)")
 
         quantize = {"int8": INT8_PASS, "int8-dot": INT8_DOT_PASS}.get(weights, "")
         graph, bound = ((shared.bf16_graph, shared.bf16_weights) if weights == "bf16"
                         else (shared.int8_graph, shared.int8_weights) if quantize
                         else (shared.graph, shared.weights))
         program = compile_program(graph, bound, fuse=fuse, schedule=schedule,
-                                  quantize=quantize)
+                                  quantize=quantize, tuned=winners)
         engine = Engine(shared.config, CompiledBackend(program))
         if not schedule:
             return _CacheModel(engine)
         facts = {"arch": host_arch_name(), "weights": weights}
+        if tuned:
+            facts["tuned_winners"] = len(json.loads(winners))
         if weights == "int8-dot":
             from nanocompile.targets.arch import host_int8_dot
 
@@ -593,6 +609,12 @@ ENGINES: dict[str, EngineSpec] = {
                          _build_c(True, True, "int8"), _fused_int8, True),
     "c-int8-dot": EngineSpec("c-int8-dot", _scheduled_description("int8-dot"),
                              _build_c(True, True, "int8-dot"), _fused_int8_dot, True),
+    **{f"{name}-tuned": EngineSpec(f"{name}-tuned", f"{_scheduled_description(fmt)}, "
+                                   "this machine's tuned winners (nanocompile tune)",
+                                   _build_c(True, True, fmt, tuned=True), counters, True)
+       for name, fmt, counters in (("c-phase4", "f32", _fused), ("c-bf16", "bf16", _fused_bf16),
+                                   ("c-int8", "int8", _fused_int8),
+                                   ("c-int8-dot", "int8-dot", _fused_int8_dot))},
     "torch": EngineSpec("torch", "transformers Qwen2ForCausalLM f32 eager",
                         _build_torch, _fused, False),
     "torch-compile": EngineSpec("torch-compile", "transformers Qwen2ForCausalLM f32, forward "

@@ -37,6 +37,7 @@ default format.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -50,6 +51,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.analysis.work import count_work
+from nanocompile.backend import tuning_records
 from nanocompile.backend.gcc import default_cache_dir, sweep_stale
 from nanocompile.backend.runtime import CompiledBackend, CompiledProgram
 from nanocompile.checkpoint.config import Qwen2Config
@@ -85,8 +87,12 @@ from nanocompile.inference.progress import Progress, StderrProgress, report_step
 from nanocompile.inference.sampling import Sampler, SamplingParams
 from nanocompile.interpreter import InterpreterBackend
 from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
+from nanocompile.targets.arch import host_arch
 from nanocompile.tokenizer.chat import render_chat
 from nanocompile.tokenizer.tokenizer import Tokenizer
+from nanocompile.tuning.tune import Outcome, jobs
+from nanocompile.tuning.tune import Progress as TuneProgress
+from nanocompile.tuning.tune import tune as tune_jobs
 
 __all__ = [
     "BACKENDS",
@@ -589,6 +595,42 @@ class Model:
         return _ir_text(self.config, stage, self._options(self.last_only, n_layers),
                         self._quantize)
 
+    def tune(self, *, budget: float = math.inf, seed: int = 0, samples: int = 12,
+             max_candidates: int = 48, threads: int | None = None,
+             progress: TuneProgress | None = None) -> list[Outcome]:
+        """Tune the generation program's projections on this machine
+        (``tuning/tune.py``): search each one's schedule space from the hand
+        point, keep a winner only if it beats the hand schedule by more than 3 %
+        in a final paired run, and record every outcome in the tuning records
+        (``NANOCOMPILE_TUNING``; ``compile`` then uses the winners). ``threads``:
+        the pool's count while measuring, and the count the records are for
+        (default: the pool's default). ``budget``: seconds in all (the kernels
+        not reached are left out). Returns the outcomes, kernel by kernel."""
+        if self.backend != "c":
+            raise ValueError(f"tuning needs the C backend, got {self.backend!r}")
+        arch = host_arch()
+        if not arch.vector:
+            raise ValueError(f"nothing to tune with arch {arch.name!r} (the knobs schedule "
+                             "vector tiles; unset NANOCOMPILE_ARCH)")
+        path = tuning_records.tuning_path()
+        if path is None:
+            raise ValueError(f"{tuning_records.TUNING_ENV}=off: no records to write")
+        threads = tuning_records.default_threads() if threads is None else threads
+        graph = self._graph(self.last_only)
+        loop_module = Pipeline(graph, CompileOptions(quantize=self._quantize)).module("loop")
+        outcomes = tune_jobs(jobs(loop_module, arch), arch, threads=threads, seed=seed,
+                             samples=samples, max_candidates=max_candidates, budget=budget,
+                             records=path, progress=progress)
+        with self._compile_lock:
+            self._graphs.clear()  # the next compile schedules with the winners
+        return outcomes
+
+    def tuned_winners(self) -> int:
+        """How many of the tuner's winners the compiled generation program was given
+        (0: hand-written schedules, or not compiled yet, or not the C backend)."""
+        built = self._graphs.get(self.last_only)
+        return built.times.tuned_winners if built is not None else 0
+
     def compile_report(self) -> dict[str, Any]:
         """Work per decode step counted from the Loop IR, and what compiling cost.
 
@@ -650,6 +692,10 @@ class Model:
             "cache_hit": t.cache_hit if compiled else None,
             "library": str(built.program.library.path) if built.program else None,
             "kernel_cache_dir": str(default_cache_dir()),
+            "tuned_winners": t.tuned_winners if compiled else None,
+            "tuned_kernels": (t.tuned_kernels if compiled and not t.program_cache_hit
+                              else None),
+            "tuning_records": str(tuning_records.tuning_path() or "off"),
         }
 
 

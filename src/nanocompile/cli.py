@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import os
 import secrets
 import signal
@@ -85,6 +86,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
 
 
@@ -417,7 +428,18 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         return 0
     _write("\n")
     print(_closing_line(result, sampler), file=sys.stderr)
+    _tuned_note(model)
     return 0
+
+
+def _tuned_note(model: Model) -> None:
+    """Say so when the program was scheduled with the tuner's winners."""
+    winners = model.tuned_winners()
+    if winners:
+        from nanocompile.backend.tuning_records import tuning_path
+
+        _note(f"scheduled with {winners} tuned winners for this machine from "
+              f"{tuning_path()} (nanocompile tune)")
 
 
 # -- chat -------------------------------------------------------------------
@@ -631,9 +653,114 @@ def _cmd_compile(args: argparse.Namespace) -> int:
           f"cache {'hit' if r['cache_hit'] else 'miss'})")
     print(f"library                 {r['library']}")
     print(f"kernel cache            {r['kernel_cache_dir']}")
+    print(f"tuned schedules         {_tuned_text(r)}")
     return 0
 
 
+def _tuned_text(r: dict[str, Any]) -> str:
+    """What the compile report says of the tuner's winners."""
+    if r["tuning_records"] == "off":
+        return "off (NANOCOMPILE_TUNING=off): hand-written schedules"
+    if not r["tuned_winners"]:
+        return f"none recorded for this machine ({r['tuning_records']}): hand-written"
+    used = ("the program came from the program cache" if r["tuned_kernels"] is None
+            else f"{r['tuned_kernels']} kernels scheduled by them")
+    return (f"{r['tuned_winners']} winners recorded for this machine and thread count, "
+            f"{used} ({r['tuning_records']})")
+
+
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from nanocompile.backend.tuning_records import tuning_path
+
+    if tuning_path() is None:
+        raise UserError("NANOCOMPILE_TUNING=off: there is nowhere to record the winners")
+    model = _load_model(args)
+    live = _TuneProgress(args.json)
+    with live:
+        outcomes = model.tune(budget=args.budget, seed=args.seed, samples=args.samples,
+                              max_candidates=args.max_candidates, threads=args.threads,
+                              progress=live)
+    if args.json:
+        print(json.dumps({"records": str(tuning_path()), "kernels": [
+            o.entry(args.seed, args.samples, args.max_candidates) for o in outcomes]}),
+            flush=True)
+        return 0
+    kept = sum(o.winner for o in outcomes)
+    print(f"{len(outcomes)} kernels tuned, {kept} winners kept (> 3 % faster than the "
+          f"hand schedule in the final paired run); records: {tuning_path()}")
+    for o in outcomes:
+        print(f"  {_tune_line(o)}")
+    return 0
+
+
+def _tune_line(o: Any) -> str:
+    """One kernel's outcome, as the tune command prints it."""
+    names = o.job.names[0] + (f" (+{len(o.job.names) - 1})" if len(o.job.names) > 1 else "")
+    verdict = "kept" if o.winner else "hand kept"
+    if o.result.best == o.job.hand:
+        verdict = "hand is the best point"
+    return (f"{names}: {len(o.result.tried)} candidates, best {o.result.best.text()}; "
+            f"final run {o.hand_ns / 1e6:.3f} ms hand, {o.tuned_ns / 1e6:.3f} ms best "
+            f"({o.speedup:.3f}x, {o.rounds_won}/{o.final_rounds} rounds): {verdict}"
+            f"{'; ' + o.note if o.note else ''}")
+
+
+class _TuneProgress:
+    """The tune command's progress: a rich bar of kernels done with the candidates
+    tried and the best so far on a terminal; one line per kernel on stderr
+    always (unless ``--json``)."""
+
+    def __init__(self, quiet: bool) -> None:
+        from nanocompile.inference.progress import is_terminal
+
+        self.quiet = quiet
+        self.bar: Any = None
+        self.task: Any = None
+        if not quiet and is_terminal(sys.stderr) and is_terminal(sys.stdout):
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(),
+                                TextColumn("{task.fields[status]}"),
+                                console=Console(file=sys.stderr), transient=True)
+
+    def __enter__(self) -> _TuneProgress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def __call__(self, done: int, total: int, job: Any, result: Any) -> None:
+        if self.bar is not None:
+            if self.task is None:
+                self.task = self.bar.add_task("tuning kernels", total=total, status="")
+            status = f"{job.names[0]}: starting"
+            if result is not None and result.tried:
+                best = result.best_cost
+                hand = dict(result.tried).get(job.hand, float("nan"))
+                status = (f"{job.names[0]}: {len(result.tried)} candidates, best "
+                          f"{hand / best:.2f}x hand" if best > 0 else "")
+            self.bar.update(self.task, completed=done, status=status)
+
+    def finished(self, outcome: Any, done: int, total: int) -> None:
+        if not self.quiet:
+            message = f"tuned {done}/{total}: {_tune_line(outcome)}"
+            if self.bar is not None:
+                self.bar.console.print(f"{PROG}: {message}", highlight=False)
+            else:
+                _note(message)
 
 
 def _cmd_perplexity(args: argparse.Namespace) -> int:
@@ -804,6 +931,34 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--json", action="store_true",
                       help="print the report as one JSON object (Model.compile_report())")
     comp.set_defaults(func=_cmd_compile)
+
+    tune = _subparser(sub, "tune", help="tune the projections' schedules on this machine",
+                      description="Measure candidate schedules of each projection kernel of "
+                      "the model on this machine (a seeded random sample of its knobs, the "
+                      "hand-written schedule among them, then greedy one-knob steps), each "
+                      "checked bitwise against the unscheduled kernel before it is timed by "
+                      "a C loop on a decode step and a 64-row prefill; keep a winner only "
+                      "when it beats the hand schedule by more than 3 %% in a final paired "
+                      "run. The results go to the tuning records ($NANOCOMPILE_TUNING, "
+                      "default tuning.json in the kernel cache), which compile, generate, "
+                      "chat and serve then use on this machine (same CPU, compiler and "
+                      "thread count).")
+    _add_model_options(tune, backend=False)
+    tune.add_argument("--threads", type=_thread_count, metavar="N",
+                      help="threads while measuring, and the count the winners are for "
+                      "(default: $NANOCOMPILE_THREADS, else the physical cores)")
+    tune.add_argument("--budget", type=_positive_float, default=math.inf, metavar="SECONDS",
+                      help="stop after this long (the kernels not reached stay hand-"
+                      "scheduled; default: no limit)")
+    tune.add_argument("--seed", type=_non_negative_int, default=0,
+                      help="seed of the random sample (default 0)")
+    tune.add_argument("--samples", type=_non_negative_int, default=12, metavar="N",
+                      help="random points besides the hand schedule (default 12)")
+    tune.add_argument("--max-candidates", type=_positive_int, default=48, metavar="N",
+                      help="most points measured per kernel (default 48)")
+    tune.add_argument("--json", action="store_true",
+                      help="print the outcomes as one JSON object instead")
+    tune.set_defaults(func=_cmd_tune)
 
     ppl = _subparser(sub, "perplexity", help="perplexity of a UTF-8 text file (spec 1.5)",
                      description="Tokenize FILE, split it into independent chunks, and "

@@ -53,6 +53,7 @@ such a program is rebuilt by the pipeline when something asks for it
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,8 +63,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
-from nanocompile.backend import program_cache
+from nanocompile.backend import program_cache, tuning_records
 from nanocompile.backend.runtime import CompiledProgram
+from nanocompile.dialects import loop
 from nanocompile.ir.checks import check_dominance
 from nanocompile.passes.default_schedule import (
     HOST,
@@ -75,6 +77,7 @@ from nanocompile.passes.default_schedule import (
     schedule_kernels,
 )
 from nanocompile.passes.lower_graph_to_loop import LowerGraphToLoopPass
+from nanocompile.schedule.knobs import ProjectionKnobs, kernel_key
 from nanocompile.targets.arch import Arch
 from nanocompile.targets.c import CEmitter
 
@@ -104,7 +107,9 @@ class CompileTimes:
     packing the copies the schedules asked for). ``cache_hit``: the library
     was in the gcc cache; ``program_cache_hit``: the program was in the
     program cache (``backend.program_cache``), so lower, schedule and emit did
-    not run (they stay 0)."""
+    not run (they stay 0). ``tuned_winners``: the tuner's winners the compile
+    was given (``CompileOptions.tuned``), ``tuned_kernels``: the kernels they
+    scheduled (0 on a program-cache hit: no schedule ran)."""
 
     lower: float = 0.0
     schedule: float = 0.0
@@ -114,6 +119,8 @@ class CompileTimes:
     weights: float = 0.0
     cache_hit: bool = False
     program_cache_hit: bool = False
+    tuned_winners: int = 0
+    tuned_kernels: int = 0
 
     @property
     def total(self) -> float:
@@ -130,18 +137,27 @@ class CompileOptions:
     """What the stages do: ``fuse`` (the graph passes; False: one kernel per
     primitive), ``schedule`` (the default schedules; False: the loops as
     lowered), ``arch`` (default-schedule's option: ``host``, ``scalar``,
-    ``avx2``) and ``quantize`` (a weight-format pass run first, as pipeline
-    text, e.g. ``int8_pass()``; "" for none)."""
+    ``avx2``), ``quantize`` (a weight-format pass run first, as pipeline
+    text, e.g. ``int8_pass()``; "" for none) and ``tuned`` (the tuner's
+    winners, ``winners_text``: a projection whose kernel key is there is
+    scheduled by its knobs; "" for the hand-written schedules)."""
 
     fuse: bool = True
     schedule: bool = True
     arch: str = HOST
     quantize: str = ""
+    tuned: str = ""
 
     def __post_init__(self) -> None:
         check_arch_name(self.arch)
         if self.quantize:
             _graph_passes((self.quantize,))  # a bad pass or option fails here, not later
+        self.winners  # a bad tuned text fails here
+
+    @property
+    def winners(self) -> dict[str, ProjectionKnobs]:
+        """``tuned`` read: the knobs by kernel key (``schedule/knobs.py``)."""
+        return parse_winners(self.tuned)
 
     @property
     def graph_passes(self) -> tuple[str, ...]:
@@ -294,7 +310,15 @@ class Pipeline:
         if not self.options.schedule:
             return loop_module
         kernels = loop_module.clone()
-        self.decisions = schedule_kernels(kernels, arch_option(self.options.arch))
+        arch = arch_option(self.options.arch)
+        winners = self.options.winners
+        knobs_for = None
+        if winners:
+            def knobs_for(kernel: loop.KernelOp) -> ProjectionKnobs | None:
+                knobs = winners.get(kernel_key(kernel, arch.name))
+                self.times.tuned_kernels += knobs is not None
+                return knobs
+        self.decisions = schedule_kernels(kernels, arch, knobs_for)
         return _verified(kernels)
 
     def _with_schedules(self) -> ModuleOp:
@@ -319,7 +343,7 @@ def run_to(graph: ModuleOp, stage: str, options: CompileOptions | None = None
 def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
                     fuse: bool = True, schedule: bool = False, sanitize: bool | None = None,
                     times: CompileTimes | None = None, cache: bool = True,
-                    quantize: str = "") -> CompiledProgram:
+                    quantize: str = "", tuned: str | None = None) -> CompiledProgram:
     """Run every stage on ``graph`` (the weight-format pass ``quantize`` first, if
     given; optimize unless ``fuse=False``; with ``schedule=True``, the default
     schedules), build the C (or find it in the cache), load it and bind
@@ -334,12 +358,16 @@ def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
     nothing)."""
     times = CompileTimes() if times is None else times
     arch = arch_option(CompileOptions().arch if schedule else "scalar")
-    options = CompileOptions(fuse=fuse, schedule=schedule, arch=arch.name, quantize=quantize)
+    if tuned is None:
+        tuned = recorded_winners() if schedule and arch.vector else ""
+    options = CompileOptions(fuse=fuse, schedule=schedule, arch=arch.name, quantize=quantize,
+                             tuned=tuned)
+    times.tuned_winners = len(options.winners)
     if not cache:
         return _compile(Pipeline(graph, options, times), weights, sanitize)
     start = time.perf_counter()
     key = program_cache.program_key(str(graph), fuse=fuse, schedule=schedule, arch=repr(arch),
-                                    quantize=quantize)
+                                    quantize=quantize, tuned=tuned)
     found = program_cache.load_entry(key)
     seconds = time.perf_counter() - start
     if found is None:
@@ -359,6 +387,33 @@ def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
     _record(program, times)
     times.load += seconds
     return program
+
+
+def parse_winners(text: str) -> dict[str, ProjectionKnobs]:
+    """The winners ``winners_text`` wrote (ValueError, one line, for anything else)."""
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("expected an object")
+        return {str(key): ProjectionKnobs.parse(str(value)) for key, value in data.items()}
+    except ValueError as e:
+        raise ValueError(f"tuned: expected {{kernel key: knobs}} as JSON: {e}") from None
+
+
+def winners_text(winners: Mapping[str, str]) -> str:
+    """``CompileOptions.tuned`` for ``winners`` (knobs text by kernel key): sorted
+    JSON, so the same winners give the same program key."""
+    return json.dumps(dict(sorted(winners.items())), separators=(",", ":")) if winners else ""
+
+
+def recorded_winners(threads: int | None = None) -> str:
+    """The tuner's winners on this machine at ``threads`` (default: the pool's
+    default count) from its records (``backend/tuning_records.py``), as
+    ``CompileOptions.tuned``; "" when there are none (or ``NANOCOMPILE_TUNING=off``)."""
+    threads = tuning_records.default_threads() if threads is None else threads
+    return winners_text(tuning_records.winners(tuning_records.tuning_path(), threads))
 
 
 def _compile(pipeline: Pipeline, weights: Mapping[str, np.ndarray],

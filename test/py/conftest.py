@@ -13,12 +13,17 @@ tokenizer files itself, so a changed tokenizer builder never meets a stale copy.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from nanocompile.checkpoint.synth import write_synthetic_snapshot
 from nanocompile.tokenizer.build import write_tokenizer_files
+
+# the tests schedule by hand: a developer's `nanocompile tune` records never reach them
+# (the tuner's own tests point NANOCOMPILE_TUNING at a file of their own)
+os.environ["NANOCOMPILE_TUNING"] = "off"
 
 SYNTH_SEED = 0
 CACHED_FILES = ("config.json", "generation_config.json", "model.safetensors")

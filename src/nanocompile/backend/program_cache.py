@@ -68,14 +68,17 @@ def compiler_source_hash() -> str:
 
 
 def program_key(graph_text: str, *, fuse: bool, schedule: bool, arch: str,
-                quantize: str = "") -> str:
+                quantize: str = "", tuned: str = "") -> str:
     """sha256 over the graph's text, the options (``quantize``: the weight-format
     pass the graph passes start with, as its pipeline text, e.g.
     ``quantize-int8{kernel=a embedding=int8}``; "" for none), the arch (the
     resolved one, as text: ``repr`` of ``targets.arch.Arch``), the CPU and the
-    compiler."""
+    compiler; ``tuned``: the tuner's winners the schedules used (their text,
+    ``CompileOptions.tuned``), "" for none."""
     parts = [PROGRAM_KEY_VERSION, hashlib.sha256(graph_text.encode()).hexdigest(),
              fuse, schedule, arch, quantize, cpu_identity(), compiler_source_hash()]
+    if tuned:  # without winners the key stays what it was
+        parts.append(tuned)
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 

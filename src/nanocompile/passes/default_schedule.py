@@ -24,7 +24,7 @@ scheduled``) and the refusals on request (``explain``: ``--explain``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -34,6 +34,7 @@ from xdsl.passes import ModulePass
 from nanocompile.dialects import loop, sched
 from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
 from nanocompile.schedule.defaults import default_schedules
+from nanocompile.schedule.knobs import ProjectionKnobs
 from nanocompile.schedule.pack import PackPlan
 from nanocompile.schedule.primitives import ScheduleError
 from nanocompile.targets.arch import ARCHES, Arch, ArchError, host_arch
@@ -71,13 +72,25 @@ class KernelSchedule:
         return self.candidates[index] if index < len(self.candidates) else None
 
 
-def schedule_kernels(module: ModuleOp, arch: Arch) -> list[KernelSchedule]:
+KnobsFor = Callable[[loop.KernelOp], ProjectionKnobs | None]
+"""Where a kernel's knobs come from (the tuner's records): None for the hand-written ones."""
+
+
+def schedule_kernels(module: ModuleOp, arch: Arch, knobs_for: KnobsFor | None = None
+                     ) -> list[KernelSchedule]:
     """Apply to each kernel of ``module`` its first default schedule that applies
-    (in place); what was decided, kernel by kernel in module order."""
+    (in place); what was decided, kernel by kernel in module order. With
+    ``knobs_for``, a projection it gives knobs for is scheduled at that point
+    of its space (``schedule/knobs.py``; the tuner's winners), then, should all
+    of those be refused, by the hand-written candidates."""
     decisions = []
     for kernel in [op for op in module.ops if isinstance(op, loop.KernelOp)]:
         name = kernel.sym_name.data
-        candidates = tuple(tuple(c) for c in default_schedules(kernel, arch))
+        knobs = None if knobs_for is None else knobs_for(kernel)
+        found = default_schedules(kernel, arch)
+        if knobs is not None:
+            found = default_schedules(kernel, arch, knobs=knobs) + found
+        candidates = tuple(tuple(c) for c in found)
         refusals: list[str] = []
         for directives in candidates:
             packs: list[PackPlan] = []

@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from xdsl.dialects import math as xmath
 
 from nanocompile.dialects import loop, sched
+from nanocompile.schedule.knobs import KNOB_VALUES, ProjectionKnobs
 from nanocompile.schedule.primitives import _const
 from nanocompile.schedule.vectorize import WIDTHS
 from nanocompile.targets.arch import Arch, host_arch
@@ -202,22 +203,28 @@ def _parallel_outer(nest: list[loop.ForOp], min_chunk: int) -> sched.Parallel | 
     return None
 
 
+def _hand_tile(nest: list[loop.ForOp], kw: int, arch: Arch) -> MatmulTile:
+    """The hand-written register tile of a projection (``MATMUL_TILES``, or
+    ``WIDE_TILES`` for sums of four vectors; gate/up's columns halved)."""
+    sums = _lanes_sums(nest[-1])
+    if _k_vectors(nest[-1], kw) == 4:
+        return WIDE_TILES[(arch.name, min(sums, 2))]
+    jam = MATMUL_TILES[arch.name]
+    if sums > 1 and jam.columns >= 4:
+        jam = MatmulTile(jam.rows, jam.columns // sums)
+    return jam
+
+
 def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chunk: int,
-                           tile: MatmulTile | None, parallel: sched.Parallel | None
+                           knobs: ProjectionKnobs, parallel: sched.Parallel | None
                            ) -> list[list[sched.Directive]]:
     """The candidates of a kernel whose last result loop holds the lanes loop
-    ``k``, vectorized by ``kw`` (module docstring: projections)."""
+    ``k``, vectorized by ``kw`` (module docstring: projections), at the point
+    ``knobs`` of its schedule space (``schedule/knobs.py``)."""
     last = nest[-1].loop_name.data
     sums = _lanes_sums(nest[-1])  # gate/up: two sums per column share x
     wide = _k_vectors(nest[-1], kw) == 4
-    if tile is not None:
-        jam = tile
-    elif wide:
-        jam = WIDE_TILES[(arch.name, min(sums, 2))]
-    else:
-        jam = MATMUL_TILES[arch.name]
-        if sums > 1 and jam.columns >= 4:
-            jam = MatmulTile(jam.rows, jam.columns // sums)
+    jam = MatmulTile(knobs.rows, knobs.columns)
     cols_o, cols_i = f"{last}o", f"{last}i"
     columns = [sched.Split(last, jam.columns, cols_o, cols_i, peel=True)]
     grain = sched.Parallel(cols_o, max(1, min_chunk // jam.columns))
@@ -227,20 +234,20 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
     candidates: list[list[sched.Directive]] = []
     if len(nest) == 2:  # rows x columns: jam jam.rows rows too (prefill)
         rows = nest[0].loop_name.data
-        block = _row_block(nest[-1], jam.rows)
-        decode = max(jam.columns, DECODE_COLUMNS // sums)
+        block = _row_block(nest[-1], jam.rows) if knobs.row_block else None
+        decode = max(jam.columns, knobs.decode // sums)
+        slp = knobs.slp
         if wide and decode % jam.columns == 0:
             candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, decode,
                                      _decode_wide(last, rows, block, jam, decode, kw,
-                                                  min_chunk))
-        strided = max(jam.columns, STRIDED_DECODE_COLUMNS // sums)
+                                                  min_chunk), slp)
         n = _extent(nest[-1])
-        if (not wide and _reads_bf16(nest[-1]) and strided > jam.columns
-                and strided % jam.columns == 0 and n is not None and n % strided == 0
-                and n // strided >= 2):
-            candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, strided,
-                                     _decode_strided(last, rows, block, jam, strided,
-                                                     n // strided, kw, min_chunk))
+        if (knobs.strided and not wide and _reads_bf16(nest[-1]) and decode > jam.columns
+                and decode % jam.columns == 0 and n is not None and n % decode == 0
+                and n // decode >= 2):
+            candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, decode,
+                                     _decode_strided(last, rows, block, jam, decode,
+                                                     n // decode, kw, min_chunk), slp)
         jammed: list[sched.Directive] = [priv("k"), priv("k"),  # columns, then rows
                                          priv("k_tail")]  # the leftover rows: columns only
         tiles: list[sched.Directive] = [
@@ -257,7 +264,8 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
             sched.Reorder((cols_o, rows)),  # a tile of W serves every row
             sched.Split(rows, jam.rows, f"{rows}o", f"{rows}i", peel=True),
             *tiles])
-        candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, jam.columns, plain)
+        candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, jam.columns, plain,
+                                 slp)
     one: list[sched.Directive] = [priv("k"), vec("k", kw)] if jam_first \
         else [vec("k", kw), priv("k")]
     candidates.append([*columns, *one, grain])
@@ -266,18 +274,24 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
     return candidates
 
 
+def _calls_exp(result: loop.ForOp) -> bool:
+    return any(isinstance(op, xmath.ExpOp) for op in result.walk())
+
+
 SLP_LANES = 4
 """Copies of an epilogue ``sched.slp`` runs as one vector (``schedule/slp.py``)."""
 
 
 def _slp_first(result: loop.ForOp, arch: Arch, copies: int, tail_copies: int,
-               candidates: list[list[sched.Directive]]) -> list[list[sched.Directive]]:
+               candidates: list[list[sched.Directive]], slp: bool = True
+               ) -> list[list[sched.Directive]]:
     """``candidates`` with, ahead of each, the same with ``sched.slp`` on ``k``
     (``copies`` jammed sums) and ``k_tail`` (``tail_copies``) where there are
     4 copies at least, for a result whose epilogue calls ``exp`` (gate/up's
     SiLU: a scalar ``exp`` and division per output cost about as much as the
-    tile's FMAs at K = 896); the plain one stays the fallback."""
-    if arch.f32_lanes == 1 or not any(isinstance(op, xmath.ExpOp) for op in result.walk()):
+    tile's FMAs at K = 896); the plain one stays the fallback. ``slp=False``
+    (the knob): ``candidates`` as they are."""
+    if not slp or arch.f32_lanes == 1 or not _calls_exp(result):
         return candidates
     loops = [name for name, n in (("k", copies), ("k_tail", tail_copies)) if n >= SLP_LANES]
     if not loops:
@@ -330,9 +344,10 @@ def _decode_wide(last: str, rows: str, block: int | None, jam: MatmulTile, decod
     return out
 
 
-STRIDED_DECODE_COLUMNS = 16
+STRIDED_DECODE_COLUMNS = DECODE_COLUMNS
 """Output columns (sums) the leftover rows of a projection of a bf16 weight jam,
-``n / 16`` columns apart (``_decode_strided``). At one row (decode) the kernel
+``n / 16`` columns apart (16, as ``DECODE_COLUMNS``: one knob,
+``ProjectionKnobs.decode``) (``_decode_strided``). At one row (decode) the kernel
 is a read of the weight, 2 bytes per element widened in registers; with 4
 adjacent columns (the register tile's) it read DRAM at 6-8 GB/s against the
 probe's 12.8. The likely reasons (not measured apart): too few lines in
@@ -403,11 +418,11 @@ def _k_vectors(for_op: loop.ForOp, width: int) -> int:
 
 
 def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
-                      min_chunk: int = 16, tile: MatmulTile | None = None
-                      ) -> list[list[sched.Directive]]:
+                      min_chunk: int = 16, tile: MatmulTile | None = None,
+                      knobs: ProjectionKnobs | None = None) -> list[list[sched.Directive]]:
     """Candidate directive lists for ``kernel``, best first (may be empty);
-    ``tile``: the projections' register tile (default: the arch's in
-    ``MATMUL_TILES``, or ``WIDE_TILES`` for sums of four vectors)."""
+    a projection's at the point ``knobs`` of its schedule space (default:
+    ``hand_knobs``, with ``tile`` for its register tile if given)."""
     arch = host_arch() if arch is None else arch
     nest = _result_nest(kernel)
     if not nest:
@@ -423,7 +438,10 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
         if kw is not None and len(nest) == 2 and _dots_int8(nest[-1]) and _row_work(nest[0]):
             candidates += _int8_dot_candidates(nest, kw, min_chunk)
         if kw is not None:
-            candidates += _projection_candidates(nest, kw, arch, min_chunk, tile, parallel)
+            jam = _hand_tile(nest, kw, arch) if tile is None else tile
+            point = ProjectionKnobs(jam.rows, jam.columns, DECODE_COLUMNS) if knobs is None \
+                else knobs
+            candidates += _projection_candidates(nest, kw, arch, min_chunk, point, parallel)
         if arch.vector and parallel is not None and parallel.loop != last:
             candidates.append([sched.Vectorize(last, lanes), parallel])
         if parallel is not None:
@@ -444,6 +462,50 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
         if pool:
             candidates.append(pool)
     return candidates
+
+
+def _projection(kernel: loop.KernelOp, arch: Arch) -> tuple[list[loop.ForOp], int] | None:
+    """The result nest and ``k``'s vector width of a projection whose schedule
+    the knobs decide (rows x columns, a lanes loop ``k`` that vectorizes on
+    ``arch``, not a batched matmul nor kernel B with row work), else None."""
+    nest = _result_nest(kernel)
+    if len(nest) != 2 or not _has_k(nest[-1]) or not arch.vector:
+        return None
+    kw = k_width(nest[-1], arch)
+    if kw is None or (_dots_int8(nest[-1]) and _row_work(nest[0])):
+        return None
+    return nest, kw
+
+
+def hand_knobs(kernel: loop.KernelOp, arch: Arch) -> ProjectionKnobs | None:
+    """The hand-written point of ``kernel``'s schedule space (what
+    ``default_schedules`` uses without ``knobs``), None when ``kernel`` is not a
+    projection the knobs schedule."""
+    found = _projection(kernel, arch)
+    if found is None:
+        return None
+    jam = _hand_tile(*found, arch)
+    return ProjectionKnobs(jam.rows, jam.columns, DECODE_COLUMNS)
+
+
+def knob_space(kernel: loop.KernelOp, arch: Arch) -> dict[str, tuple[int | bool, ...]]:
+    """Per knob, the values worth trying on ``kernel`` (``KNOB_VALUES``; a knob
+    that changes nothing here keeps its hand value alone: ``decode`` without a
+    decode jam, ``strided`` without a bf16 weight, ``row_block`` with short
+    rows, ``slp`` without ``exp``); empty when ``kernel`` is not a projection."""
+    found = _projection(kernel, arch)
+    hand = hand_knobs(kernel, arch)
+    if found is None or hand is None:
+        return {}
+    (nest, kw) = found
+    result = nest[-1]
+    wide = _k_vectors(result, kw) == 4
+    bf16 = _reads_bf16(result) and not wide
+    matters = {"rows": True, "columns": True, "decode": wide or bf16, "strided": bf16,
+               "row_block": _row_block(result, 1) is not None,
+               "slp": _calls_exp(result)}
+    return {name: values if matters[name] else (getattr(hand, name),)
+            for name, values in KNOB_VALUES.items()}
 
 
 INT8_DOT_COLUMNS = 16

@@ -1,0 +1,1 @@
+"""Autotuning: measuring and choosing among candidate schedules of a kernel."""

@@ -1,0 +1,139 @@
+"""The projections' schedule knobs (``schedule/knobs.py``, issue 20).
+
+* the hand-written schedules are one point of each space: for every
+  projection of the model (tiny in the quick suite, full size in the full
+  one), every weight format and both vector archs, ``default_schedules`` at
+  ``hand_knobs`` lists exactly the candidates ``default_schedules`` lists
+  without knobs (and the default model's C was byte-identical before and
+  after the knobs existed: README, Phase 5);
+* a point other than the hand one gives other candidates (the knobs reach
+  the schedules), and each knob that ``knob_space`` offers changes them;
+* knobs print and parse back, bad ones are one-line errors; the kernel key
+  ignores the kernel's name and sees its IR and the arch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nanocompile import api
+from nanocompile.compiler import CompileOptions, Pipeline
+from nanocompile.dialects import loop
+from nanocompile.schedule.defaults import default_schedules, hand_knobs, knob_space
+from nanocompile.schedule.knobs import ProjectionKnobs, kernel_key
+from nanocompile.targets.arch import AVX2, AVX512, SCALAR
+
+FORMATS = ("f32", "bf16", "int8", "int8-dot")
+# distinct projection kernels per arch: q, k/v (one kernel), o, gate/up, down, LM head;
+# kernel B's program has one more (a projection of the quantized activations whose
+# row sums come from another kernel, and one of the unquantized: fused_matmul_i8)
+PROJECTIONS = {"f32": 6, "bf16": 6, "int8": 6, "int8-dot": 7}
+
+
+def _kernels(snapshot: Path | None, fmt: str) -> list[loop.KernelOp]:
+    model = api.load(snapshot, weights=fmt)
+    module = Pipeline(model._graph(True), CompileOptions(quantize=model._quantize)).module("loop")
+    return [op for op in module.ops if isinstance(op, loop.KernelOp)]
+
+
+@pytest.fixture(scope="module")
+def tiny_kernels(tiny_snapshot: Path) -> dict[str, list[loop.KernelOp]]:
+    return {fmt: _kernels(tiny_snapshot, fmt) for fmt in FORMATS}
+
+
+def _hand_is_the_default(kernels: list[loop.KernelOp]) -> int:
+    projections = 0
+    for arch in (AVX2, AVX512):
+        for kernel in kernels:
+            hand = hand_knobs(kernel, arch)
+            if hand is None:
+                assert knob_space(kernel, arch) == {}
+                continue
+            projections += 1
+            assert default_schedules(kernel, arch, knobs=hand) == \
+                default_schedules(kernel, arch), kernel.sym_name.data
+    return projections
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_hand_knobs_are_the_default_schedules(tiny_kernels: dict[str, list[loop.KernelOp]],
+                                              fmt: str) -> None:
+    assert _hand_is_the_default(tiny_kernels[fmt]) == 2 * PROJECTIONS[fmt]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_hand_knobs_are_the_default_schedules_full_size(full_snapshot: Path, fmt: str) -> None:
+    assert _hand_is_the_default(_kernels(full_snapshot, fmt)) == 2 * PROJECTIONS[fmt]
+
+
+def _knobs_that_change(kernels_by_format: dict[str, list[loop.KernelOp]]) -> set[str]:
+    """Checks that every value ``knob_space`` offers changes the candidates; the knobs
+    offered somewhere."""
+    seen: set[str] = set()
+    for fmt, kernels in kernels_by_format.items():
+        for kernel in kernels:
+            hand = hand_knobs(kernel, AVX512)
+            if hand is None:
+                continue
+            base = default_schedules(kernel, AVX512, knobs=hand)
+            for name, values in knob_space(kernel, AVX512).items():
+                for value in values:
+                    if value == getattr(hand, name):
+                        continue
+                    other = default_schedules(kernel, AVX512, knobs=hand.replace(**{name: value}))
+                    assert other != base, (fmt, kernel.sym_name.data, name, value)
+                    seen.add(name)
+    return seen
+
+
+def test_every_offered_knob_changes_the_candidates(
+        tiny_kernels: dict[str, list[loop.KernelOp]]) -> None:
+    # slp: gate/up; strided: bf16 weights; decode: bf16 strided or kernel A's sums of
+    # four vectors; the tiny model's rows are too short for row_block (full size below)
+    assert _knobs_that_change(tiny_kernels) == {"rows", "columns", "decode", "strided", "slp"}
+
+
+@pytest.mark.slow
+def test_every_offered_knob_changes_the_candidates_full_size(full_snapshot: Path) -> None:
+    kernels = {fmt: _kernels(full_snapshot, fmt) for fmt in ("bf16", "int8")}
+    assert _knobs_that_change(kernels) == {"rows", "columns", "decode", "strided", "row_block",
+                                           "slp"}
+
+
+def test_scalar_arch_has_no_knobs(tiny_kernels: dict[str, list[loop.KernelOp]]) -> None:
+    for kernel in tiny_kernels["bf16"]:
+        assert hand_knobs(kernel, SCALAR) is None
+        assert knob_space(kernel, SCALAR) == {}
+
+
+def test_knobs_round_trip_and_refuse_bad_text() -> None:
+    knobs = ProjectionKnobs(3, 2, 32, strided=False, row_block=True, slp=False)
+    assert knobs.text() == "rows=3 columns=2 decode=32 strided=0 row_block=1 slp=0"
+    assert ProjectionKnobs.parse(knobs.text()) == knobs
+    assert ProjectionKnobs.parse("columns=4 rows=6") == ProjectionKnobs(6, 4)
+    for bad, message in [("rows=6", "columns missing"), ("rows=6 columns=x", "name=integer"),
+                         ("rows=6 columns=4 tiles=2", "name=integer"),
+                         ("rows=0 columns=4", "rows: expected an integer in 1..64"),
+                         ("rows=65 columns=4", "rows: expected an integer in 1..64")]:
+        with pytest.raises(ValueError, match=message):
+            ProjectionKnobs.parse(bad)
+    with pytest.raises(ValueError, match="slp: expected true or false"):
+        ProjectionKnobs(2, 2, slp=2)  # type: ignore[arg-type]
+
+
+def test_kernel_key_ignores_the_name_and_sees_ir_and_arch(
+        tiny_kernels: dict[str, list[loop.KernelOp]]) -> None:
+    kernels = [k for k in tiny_kernels["bf16"] if hand_knobs(k, AVX512) is not None]
+    keys = [kernel_key(k, "avx512") for k in kernels]
+    assert len(set(keys)) == len(keys)  # distinct kernels, distinct keys
+    renamed = kernels[0].clone()
+    renamed.sym_name = type(renamed.sym_name)("another_name")
+    assert kernel_key(renamed, "avx512") == keys[0]
+    assert kernel_key(kernels[0], "avx2") != keys[0]
+    # the same projection in f32 and bf16 storage is another kernel
+    f32 = [kernel_key(k, "avx512") for k in tiny_kernels["f32"]
+           if hand_knobs(k, AVX512) is not None]
+    assert not set(f32) & set(keys)

@@ -1,0 +1,113 @@
+"""The tuner's search (``tuning/search.py``, issue 20 must-show 2).
+
+Costs here are a fixed function of the point (no timing), so the tests are
+exact: the first batch is the hand point and a seeded sample, greedy steps
+follow the best point's neighbours, the cap holds, refused points (``inf``)
+are never the best, and a search replayed from its recorded costs (as a
+tuning record keeps them) tries exactly the same points in the same order;
+so does a replay of a real recorded search of ``nanocompile tune`` (the
+records' ``costs``), here from a small measured run of one kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import pytest
+
+from nanocompile import api
+from nanocompile.compiler import CompileOptions, Pipeline
+from nanocompile.schedule.knobs import ProjectionKnobs
+from nanocompile.targets.arch import host_arch
+from nanocompile.tuning import tune as tuning
+from nanocompile.tuning.search import neighbours, points, replay, search
+
+SPACE: dict[str, tuple[int | bool, ...]] = {
+    "rows": (1, 2, 3, 4, 6), "columns": (1, 2, 4), "decode": (16,), "strided": (False, True),
+    "row_block": (True,), "slp": (False, True)}
+HAND = ProjectionKnobs(6, 4, 16)
+
+
+def _cost(knobs: ProjectionKnobs) -> float:
+    """A bowl around rows=3, columns=2, with a hash for ties, and inf at rows=1."""
+    if knobs.rows == 1:
+        return math.inf
+    noise = int(hashlib.sha256(knobs.text().encode()).hexdigest()[:4], 16) / 65536
+    return (knobs.rows - 3) ** 2 + (knobs.columns - 2) ** 2 + 0.5 * knobs.strided + noise
+
+
+def _measure(log: list[list[ProjectionKnobs]]):  # type: ignore[no-untyped-def]
+    def measure(batch):  # type: ignore[no-untyped-def]
+        log.append(list(batch))
+        return [_cost(k) for k in batch]
+    return measure
+
+
+def test_first_batch_is_hand_then_a_seeded_sample() -> None:
+    log: list[list[ProjectionKnobs]] = []
+    result = search(SPACE, HAND, _measure(log), seed=3, samples=5, max_candidates=40)
+    first = log[0]
+    assert first[0] == HAND
+    assert len(first) == len(set(first)) == 6
+    again: list[list[ProjectionKnobs]] = []
+    search(SPACE, HAND, _measure(again), seed=3, samples=5, max_candidates=40)
+    assert again == log  # same seed, same costs: the same points in the same order
+    other: list[list[ProjectionKnobs]] = []
+    search(SPACE, HAND, _measure(other), seed=4, samples=5, max_candidates=40)
+    assert other[0] != first
+    assert [k for k, _ in result.tried] == [k for batch in log for k in batch]
+
+
+def test_greedy_steps_reach_the_bottom_of_the_bowl() -> None:
+    result = search(SPACE, HAND, _measure([]), seed=0, samples=3, max_candidates=200)
+    best = result.best
+    assert (best.rows, best.columns, best.strided) == (3, 2, False)
+    # it stopped: no neighbour of the best is cheaper
+    tried = dict(result.tried)
+    assert all(tried.get(n, math.inf) >= tried[best] for n in neighbours(best, SPACE))
+    assert math.isfinite(result.best_cost)
+    assert all(k.rows != 1 for k, c in result.tried if math.isfinite(c))
+
+
+def test_the_cap_and_no_point_twice() -> None:
+    result = search(SPACE, HAND, _measure([]), seed=1, samples=4, max_candidates=9)
+    tried = [k for k, _ in result.tried]
+    assert len(tried) == len(set(tried)) == 9
+    assert len(points(SPACE)) == 5 * 3 * 2 * 2
+
+
+def test_all_refused_keeps_the_hand_point() -> None:
+    result = search(SPACE, HAND, lambda batch: [math.inf] * len(batch), seed=0, samples=4)
+    assert result.best == HAND
+    assert result.best_cost == math.inf
+
+
+def test_replay_from_recorded_costs_tries_the_same_points() -> None:
+    result = search(SPACE, HAND, _measure([]), seed=5, samples=6, max_candidates=30)
+    again = replay(SPACE, HAND, result.costs(), seed=5, samples=6, max_candidates=30)
+    assert again.tried == result.tried
+    with pytest.raises(KeyError):  # another seed asks for points the record lacks
+        replay(SPACE, HAND, result.costs(), seed=6, samples=6, max_candidates=30)
+
+
+def test_replay_of_a_measured_search(tiny_snapshot: Path) -> None:
+    """A real (small) search of the tiny model's q projection: measured costs, then
+    the record's costs replayed give the same points."""
+    arch = host_arch()
+    if not arch.vector:
+        pytest.skip("no vector arch here: nothing to tune")
+    model = api.load(tiny_snapshot)
+    module = Pipeline(model._graph(True), CompileOptions(quantize=model._quantize)).module("loop")
+    job = tuning.jobs(module, arch)[0]
+    measurer = tuning.Measurer(job, arch, threads=1, rounds=3, stream_bytes=1 << 20)
+    result = search(job.space, job.hand, measurer, seed=2, samples=3, max_candidates=6)
+    assert len(result.tried) == 6
+    assert result.tried[0][0] == job.hand
+    assert math.isfinite(result.tried[0][1])  # the hand point applies and is bitwise
+    outcome = tuning.Outcome(job, result)
+    entry = outcome.entry(seed=2, samples=3, max_candidates=6)
+    costs = {k: (math.inf if c is None else c) for k, c in entry["costs"]}
+    again = replay(job.space, job.hand, costs, seed=2, samples=3, max_candidates=6)
+    assert [k for k, _ in again.tried] == [k for k, _ in result.tried]
