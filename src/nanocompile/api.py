@@ -42,7 +42,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -597,7 +597,8 @@ class Model:
 
     def tune(self, *, budget: float = math.inf, seed: int = 0, samples: int = 12,
              max_candidates: int = 48, threads: int | None = None,
-             progress: TuneProgress | None = None) -> list[Outcome]:
+             progress: TuneProgress | None = None,
+             on_outcome: Callable[[Outcome, int, int], None] | None = None) -> list[Outcome]:
         """Tune the generation program's projections on this machine
         (``tuning/tune.py``): search each one's schedule space from the hand
         point, keep a winner only if it beats the hand schedule by more than 3 %
@@ -605,7 +606,9 @@ class Model:
         (``NANOCOMPILE_TUNING``; ``compile`` then uses the winners). ``threads``:
         the pool's count while measuring, and the count the records are for
         (default: the pool's default). ``budget``: seconds in all (the kernels
-        not reached are left out). Returns the outcomes, kernel by kernel."""
+        not reached are left out). ``progress`` hears of every batch,
+        ``on_outcome`` of every kernel done. Returns the outcomes, kernel by
+        kernel."""
         if self.backend != "c":
             raise ValueError(f"tuning needs the C backend, got {self.backend!r}")
         arch = host_arch()
@@ -620,16 +623,17 @@ class Model:
         loop_module = Pipeline(graph, CompileOptions(quantize=self._quantize)).module("loop")
         outcomes = tune_jobs(jobs(loop_module, arch), arch, threads=threads, seed=seed,
                              samples=samples, max_candidates=max_candidates, budget=budget,
-                             records=path, progress=progress)
+                             records=path, progress=progress, on_outcome=on_outcome)
         with self._compile_lock:
             self._graphs.clear()  # the next compile schedules with the winners
         return outcomes
 
     def tuned_winners(self) -> int:
-        """How many of the tuner's winners the compiled generation program was given
-        (0: hand-written schedules, or not compiled yet, or not the C backend)."""
+        """How many kernels of the compiled generation program the tuner's winners
+        scheduled (0: hand-written schedules, or not compiled yet, or not the C
+        backend)."""
         built = self._graphs.get(self.last_only)
-        return built.times.tuned_winners if built is not None else 0
+        return built.times.tuned_kernels if built is not None else 0
 
     def compile_report(self) -> dict[str, Any]:
         """Work per decode step counted from the Loop IR, and what compiling cost.
@@ -693,8 +697,7 @@ class Model:
             "library": str(built.program.library.path) if built.program else None,
             "kernel_cache_dir": str(default_cache_dir()),
             "tuned_winners": t.tuned_winners if compiled else None,
-            "tuned_kernels": (t.tuned_kernels if compiled and not t.program_cache_hit
-                              else None),
+            "tuned_kernels": t.tuned_kernels if compiled else None,
             "tuning_records": str(tuning_records.tuning_path() or "off"),
         }
 

@@ -434,11 +434,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 def _tuned_note(model: Model) -> None:
     """Say so when the program was scheduled with the tuner's winners."""
-    winners = model.tuned_winners()
-    if winners:
+    kernels = model.tuned_winners()
+    if kernels:
         from nanocompile.backend.tuning_records import tuning_path
 
-        _note(f"scheduled with {winners} tuned winners for this machine from "
+        _note(f"{kernels} kernels scheduled with this machine's tuned winners from "
               f"{tuning_path()} (nanocompile tune)")
 
 
@@ -663,10 +663,8 @@ def _tuned_text(r: dict[str, Any]) -> str:
         return "off (NANOCOMPILE_TUNING=off): hand-written schedules"
     if not r["tuned_winners"]:
         return f"none recorded for this machine ({r['tuning_records']}): hand-written"
-    used = ("the program came from the program cache" if r["tuned_kernels"] is None
-            else f"{r['tuned_kernels']} kernels scheduled by them")
     return (f"{r['tuned_winners']} winners recorded for this machine and thread count, "
-            f"{used} ({r['tuning_records']})")
+            f"{r['tuned_kernels']} kernels scheduled by them ({r['tuning_records']})")
 
 
 
@@ -681,7 +679,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     with live:
         outcomes = model.tune(budget=args.budget, seed=args.seed, samples=args.samples,
                               max_candidates=args.max_candidates, threads=args.threads,
-                              progress=live)
+                              progress=live, on_outcome=live.finished)
     if args.json:
         print(json.dumps({"records": str(tuning_path()), "kernels": [
             o.entry(args.seed, args.samples, args.max_candidates) for o in outcomes]}),
@@ -698,13 +696,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 def _tune_line(o: Any) -> str:
     """One kernel's outcome, as the tune command prints it."""
     names = o.job.names[0] + (f" (+{len(o.job.names) - 1})" if len(o.job.names) > 1 else "")
+    head = f"{names}: {len(o.result.tried)} candidates, best {o.result.best.text()}"
+    note = f"; {o.note}" if o.note else ""
+    if not o.final_rounds:
+        return f"{head}: the hand schedule ({o.hand_ns / 1e6:.3f} ms){note}"
     verdict = "kept" if o.winner else "hand kept"
-    if o.result.best == o.job.hand:
-        verdict = "hand is the best point"
-    return (f"{names}: {len(o.result.tried)} candidates, best {o.result.best.text()}; "
-            f"final run {o.hand_ns / 1e6:.3f} ms hand, {o.tuned_ns / 1e6:.3f} ms best "
-            f"({o.speedup:.3f}x, {o.rounds_won}/{o.final_rounds} rounds): {verdict}"
-            f"{'; ' + o.note if o.note else ''}")
+    return (f"{head}; final run {o.hand_ns / 1e6:.3f} ms hand, {o.tuned_ns / 1e6:.3f} ms best "
+            f"({o.speedup:.3f}x, {o.rounds_won}/{o.final_rounds} rounds): {verdict}{note}")
 
 
 class _TuneProgress:

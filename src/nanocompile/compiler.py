@@ -109,7 +109,7 @@ class CompileTimes:
     program cache (``backend.program_cache``), so lower, schedule and emit did
     not run (they stay 0). ``tuned_winners``: the tuner's winners the compile
     was given (``CompileOptions.tuned``), ``tuned_kernels``: the kernels they
-    scheduled (0 on a program-cache hit: no schedule ran)."""
+    scheduled (on a program-cache hit, as the entry recorded it)."""
 
     lower: float = 0.0
     schedule: float = 0.0
@@ -374,12 +374,13 @@ def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
         program = _compile(Pipeline(graph, options, times), weights, sanitize)
         start = time.perf_counter()
         try:
-            program_cache.store_entry(key, program.spec, program.source)
+            program_cache.store_entry(key, program.spec, program.source,
+                                      tuned_kernels=times.tuned_kernels)
         except OSError:  # an unwritable cache: the next start runs the pipeline again
             pass
         times.load += seconds + time.perf_counter() - start
         return program
-    spec, source = found
+    spec, source, times.tuned_kernels = found
     program = CompiledProgram.from_spec(
         spec, source, weights, sanitize=sanitize,
         module=lambda: Pipeline(graph, options).kernels)

@@ -33,7 +33,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nanocompile.backend.gcc import (
     TMP_PREFIX,
@@ -88,9 +88,18 @@ def entry_path(key: str, cache_dir: Path | None = None) -> Path:
     return root / key[:2] / f"{key}{SUFFIX}"
 
 
-def load_entry(key: str, cache_dir: Path | None = None) -> tuple[ProgramSpec, str] | None:
-    """The program and C source stored under ``key``, or None (missing or bad:
-    a bad entry is deleted)."""
+class Entry(NamedTuple):
+    """A program cache entry: the runtime's spec, the C, and how many kernels the
+    tuner's winners scheduled (``compile_program``'s report on a hit)."""
+
+    spec: ProgramSpec
+    source: str
+    tuned_kernels: int = 0
+
+
+def load_entry(key: str, cache_dir: Path | None = None) -> Entry | None:
+    """The entry stored under ``key``, or None (missing or bad: a bad entry is
+    deleted)."""
     path = entry_path(key, cache_dir)
     try:
         data = path.read_bytes()
@@ -105,18 +114,24 @@ def load_entry(key: str, cache_dir: Path | None = None) -> tuple[ProgramSpec, st
         payload = document["payload"]
         if document.get("sha256") != _digest(payload):
             raise EntryError("the payload does not match its hash")
-        return _spec(payload), _str(payload["source"])
+        tuned = payload.get("tuned_kernels", 0)
+        if not isinstance(tuned, int) or isinstance(tuned, bool) or tuned < 0:
+            raise EntryError("tuned_kernels is not a count")
+        return Entry(_spec(payload), _str(payload["source"]), tuned)
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         path.unlink(missing_ok=True)
         return None
 
 
-def store_entry(key: str, spec: ProgramSpec, source: str, cache_dir: Path | None = None) -> Path:
+def store_entry(key: str, spec: ProgramSpec, source: str, cache_dir: Path | None = None,
+                tuned_kernels: int = 0) -> Path:
     """Write the entry of ``key`` atomically; its path."""
     path = entry_path(key, cache_dir)
     _make_directory(path.parent)
     remove_stale_builds(path.parent.parent)
     payload = _payload(spec, source)
+    if tuned_kernels:
+        payload["tuned_kernels"] = tuned_kernels
     document = {"key": key, "sha256": _digest(payload), "payload": payload}
     tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}program-{os.getpid()}-", dir=path.parent))
     try:

@@ -260,10 +260,13 @@ Progress = Callable[[int, int, Job, SearchResult | None], None]
 def tune(job_list: Sequence[Job], arch: Arch, *, threads: int, seed: int = 0,
          samples: int = 12, max_candidates: int = 48, budget: float = math.inf,
          records: Path | None = None, progress: Progress | None = None,
+         on_outcome: Callable[[Outcome, int, int], None] | None = None,
          stream_bytes: int | None = None) -> list[Outcome]:
-    """Search every job, run each best point against the hand schedule, record
-    the outcomes in ``records`` (each as soon as it is known); stops when
-    ``budget`` seconds are spent (the jobs not reached are not in the result)."""
+    """Search every job, run each best point against the hand schedule (unless
+    it schedules the kernel as the hand point does), record the outcomes in
+    ``records`` (each as soon as it is known) and pass each to ``on_outcome``
+    with (kernels done, kernels in all); stops when ``budget`` seconds are
+    spent (the jobs not reached are not in the result)."""
     deadline = time.monotonic() + budget
     outcomes = []
     for index, job in enumerate(job_list):
@@ -289,7 +292,10 @@ def tune(job_list: Sequence[Job], arch: Arch, *, threads: int, seed: int = 0,
             result = partial if partial is not None else SearchResult(job.hand)
             note = str(e)
         outcome = Outcome(job, result, note=note)
-        if result.tried:
+        if result.tried and _same_schedule(job, arch, result.best):
+            # the hand schedule is the best: nothing to run against it
+            outcome.hand_ns = outcome.tuned_ns = dict(result.tried).get(job.hand, math.nan)
+        elif result.tried:
             hand_ns, tuned_ns, won = final_run(job, arch, result.best, threads,
                                                stream_bytes=stream_bytes)
             outcome.hand_ns, outcome.tuned_ns = hand_ns, tuned_ns
@@ -301,4 +307,14 @@ def tune(job_list: Sequence[Job], arch: Arch, *, threads: int, seed: int = 0,
         outcomes.append(outcome)
         if progress is not None:
             progress(index + 1, len(job_list), job, result)
+        if on_outcome is not None:
+            on_outcome(outcome, index + 1, len(job_list))
     return outcomes
+
+
+def _same_schedule(job: Job, arch: Arch, knobs: ProjectionKnobs) -> bool:
+    """``knobs`` schedules ``job``'s kernel as the hand point does."""
+    if knobs == job.hand:
+        return True
+    hand, other = scheduled(job.kernel, arch, job.hand), scheduled(job.kernel, arch, knobs)
+    return hand is not None and other is not None and hand[0] == other[0]
