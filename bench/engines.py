@@ -472,7 +472,7 @@ def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32", tuned: bo
         if shutil.which("gcc") is None:
             raise EngineUnavailable("no gcc on PATH")
         from nanocompile.backend.runtime import CompiledBackend
-        from nanocompile.compiler import compile_program, recorded_winners
+        from nanocompile.compiler import CompileTimes, compile_program, recorded_winners
         from nanocompile.inference.engine import Engine
 
         winners = recorded_winners() if tuned else ""
@@ -484,14 +484,20 @@ def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32", tuned: bo
         graph, bound = ((shared.bf16_graph, shared.bf16_weights) if weights == "bf16"
                         else (shared.int8_graph, shared.int8_weights) if quantize
                         else (shared.graph, shared.weights))
+        times = CompileTimes()
         program = compile_program(graph, bound, fuse=fuse, schedule=schedule,
-                                  quantize=quantize, tuned=winners)
+                                  quantize=quantize, tuned=winners, times=times)
         engine = Engine(shared.config, CompiledBackend(program))
         if not schedule:
             return _CacheModel(engine)
         facts = {"arch": host_arch_name(), "weights": weights}
         if tuned:
-            facts["tuned_winners"] = len(json.loads(winners))
+            facts |= {"tuned_winners": len(json.loads(winners)),
+                      "tuned_kernels": times.tuned_kernels}
+            if not times.tuned_kernels:
+                raise EngineUnavailable("no recorded winner is a kernel of this program "
+                                        f"({facts['tuned_winners']} recorded; run: nanocompile "
+                                        f"tune --weights {weights})")
         if weights == "int8-dot":
             from nanocompile.targets.arch import host_int8_dot
 

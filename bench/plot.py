@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import BenchError, command, results
-from bench.engines import ENGINE_NAMES
+from bench.engines import ALL_ENGINE_NAMES
 
 DEFAULT_OUT = results.REPO_ROOT / "docs" / "bench_results.png"
 PREFILL_PEAKS = (("mul_add_f32x8", ":"), ("fma_f32x16", "-."))
@@ -133,7 +133,7 @@ def draw(latest: dict[tuple, dict], lines: dict[str, dict], model: dict[str, Any
     import matplotlib.pyplot as plt
 
     metrics = sorted({k[2] for k in latest}, key=_metric_order)
-    engines = [e for e in ENGINE_NAMES if any(k[0] == e for k in latest)]
+    engines = [e for e in ALL_ENGINE_NAMES if any(k[0] == e for k in latest)]
     engines += sorted({k[0] for k in latest} - set(engines))
     threads = sorted({k[1] for k in latest})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]

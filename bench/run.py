@@ -110,6 +110,7 @@ from typing import Any
 
 from bench import BenchError, command, results, stats
 from bench.engines import (
+    ALL_ENGINE_NAMES,
     ENGINE_NAMES,
     ENGINES,
     REFERENCE_ENGINE,
@@ -130,7 +131,7 @@ DEFAULT_PROMPTS = (16, 128)
 DEFAULT_DECODE = 32
 SMOKE = {"rounds": 2, "prompt_tokens": (4, 8), "decode_tokens": 4}
 DECODE = "decode_ms_per_token"
-NAME_WIDTH = max(len(name) for name in ENGINE_NAMES)  # the engine column of the tables
+NAME_WIDTH = max(len(name) for name in ALL_ENGINE_NAMES)  # the engine column of the tables
 DEFAULT_COMPILE_BUDGET = 180.0
 # Goals of issue 16, "Must show" item 4 (see the module doc).
 GOAL_PREFILL_TOKENS = 128
@@ -213,7 +214,7 @@ def _engine_list(text: str) -> tuple[str, ...]:
     unknown = [n for n in names if n not in ENGINES]
     if unknown or not names:
         raise BenchError(f"--engines: unknown engine {', '.join(unknown) or '(none)'}; "
-                         f"choose from {','.join(ENGINE_NAMES)}")
+                         f"choose from {','.join(ALL_ENGINE_NAMES)}")
     return tuple(dict.fromkeys(names))
 
 
@@ -1006,7 +1007,7 @@ def format_tables(measurements: list[dict[str, Any]], built: list[Built],
     """The times table, the work table and the sign-test verdicts."""
     index = {(m["engine"], m["threads"], m["metric"]): m for m in measurements}
     keys = sorted({(m["engine"], m["threads"]) for m in measurements},
-                  key=lambda k: (ENGINE_NAMES.index(k[0]), k[1]))
+                  key=lambda k: (ALL_ENGINE_NAMES.index(k[0]), k[1]))
     heads = "".join(f" | {metric.replace('_ms_per_token', ''):>26}" for metric in settings.metrics)
     lines = [f"ms/token: median  minimum  relative IQR; {settings.rounds} rounds",
              f"{'engine':{NAME_WIDTH}} {'thr':>3}{heads}"]

@@ -77,14 +77,17 @@ def default_threads() -> int:
 
 def machine_description(threads: int) -> str:
     """What a record's machine is, readable: compiler, CPU model, threads."""
-    model = ""
+    fields: dict[str, str] = {}
     try:
-        model = next((line.split(":", 1)[1].strip()
-                      for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), "")
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            fields.setdefault(name.strip(), value.strip())
     except OSError:
         pass
-    return f"{compiler_identity()} | {model or 'unknown CPU'} | threads {threads}"
+    cpu = fields.get("model name", "unknown CPU")
+    if "cpu family" in fields and "model" in fields:  # "AMD EPYC" alone names no generation
+        cpu += f" (family {fields['cpu family']}, model {fields['model']})"
+    return f"{compiler_identity()} | {cpu} | threads {threads}"
 
 
 def machine_key(threads: int) -> str:

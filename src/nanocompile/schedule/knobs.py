@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from dataclasses import dataclass
 
 from nanocompile.dialects import loop
@@ -101,7 +102,17 @@ matter for one kernel)."""
 
 
 def kernel_key(kernel: loop.KernelOp, arch: str) -> str:
-    """sha256 of ``kernel``'s IR with its name blanked, and of ``arch``."""
+    """sha256 of ``kernel``'s IR with its name blanked and its symbol list cut to
+    the symbols it uses (a program's kernels all list every symbol of the
+    program: the same projection in a program with a KV-cache state lists
+    ``capacity`` too), and of ``arch``."""
     clone = kernel.clone()
     clone.sym_name = type(kernel.sym_name)("kernel")
-    return hashlib.sha256(f"{arch}\n{clone}".encode()).hexdigest()
+    used = {op.symbol.data for op in kernel.walk() if isinstance(op, loop.SymOp)}
+    for fp in kernel.footprints.data:
+        for expr in (*fp.dims, *fp.stride_exprs):
+            used |= expr.symbols
+    listed = ", ".join(f'"{s}"' for s in kernel.symbols if s in used)
+    head, newline, body = str(clone).partition("\n")
+    head = re.sub(r"syms \[[^\]]*\]", f"syms [{listed}]", head, count=1)
+    return hashlib.sha256(f"{arch}\n{head}{newline}{body}".encode()).hexdigest()

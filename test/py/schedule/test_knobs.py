@@ -38,9 +38,26 @@ def _kernels(snapshot: Path | None, fmt: str) -> list[loop.KernelOp]:
     return [op for op in module.ops if isinstance(op, loop.KernelOp)]
 
 
-@pytest.fixture(scope="module")
+_LOWERED: dict[str, list[loop.KernelOp]] = {}
+
+
+def _tiny(snapshot: Path, fmt: str) -> list[loop.KernelOp]:
+    """The tiny model's kernels in format ``fmt``, lowered once per session."""
+    if fmt not in _LOWERED:
+        _LOWERED[fmt] = _kernels(snapshot, fmt)
+    return _LOWERED[fmt]
+
+
+@pytest.fixture
 def tiny_kernels(tiny_snapshot: Path) -> dict[str, list[loop.KernelOp]]:
-    return {fmt: _kernels(tiny_snapshot, fmt) for fmt in FORMATS}
+    """Every format's kernels (the tests of all formats at once are slow: 4 lowerings)."""
+    return {fmt: _tiny(tiny_snapshot, fmt) for fmt in FORMATS}
+
+
+def _format_params() -> list[object]:
+    """The formats, bf16 (the default) in the quick suite, the others in the full one."""
+    return [pytest.param(f, id=f, marks=[] if f == "bf16" else [pytest.mark.slow])
+            for f in FORMATS]
 
 
 def _hand_is_the_default(kernels: list[loop.KernelOp]) -> int:
@@ -57,10 +74,9 @@ def _hand_is_the_default(kernels: list[loop.KernelOp]) -> int:
     return projections
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_hand_knobs_are_the_default_schedules(tiny_kernels: dict[str, list[loop.KernelOp]],
-                                              fmt: str) -> None:
-    assert _hand_is_the_default(tiny_kernels[fmt]) == 2 * PROJECTIONS[fmt]
+@pytest.mark.parametrize("fmt", _format_params())
+def test_hand_knobs_are_the_default_schedules(tiny_snapshot: Path, fmt: str) -> None:
+    assert _hand_is_the_default(_tiny(tiny_snapshot, fmt)) == 2 * PROJECTIONS[fmt]
 
 
 @pytest.mark.slow
@@ -89,6 +105,7 @@ def _knobs_that_change(kernels_by_format: dict[str, list[loop.KernelOp]]) -> set
     return seen
 
 
+@pytest.mark.slow
 def test_every_offered_knob_changes_the_candidates(
         tiny_kernels: dict[str, list[loop.KernelOp]]) -> None:
     # slp: gate/up; strided: bf16 weights; decode: bf16 strided or kernel A's sums of
@@ -103,8 +120,15 @@ def test_every_offered_knob_changes_the_candidates_full_size(full_snapshot: Path
                                            "slp"}
 
 
-def test_scalar_arch_has_no_knobs(tiny_kernels: dict[str, list[loop.KernelOp]]) -> None:
-    for kernel in tiny_kernels["bf16"]:
+def test_every_offered_knob_of_the_default_format_changes_the_candidates(
+        tiny_snapshot: Path) -> None:
+    # bf16 (the default): all but row_block (tiny rows) and kernel A's decode jam
+    assert _knobs_that_change({"bf16": _tiny(tiny_snapshot, "bf16")}) == {
+        "rows", "columns", "decode", "strided", "slp"}
+
+
+def test_scalar_arch_has_no_knobs(tiny_snapshot: Path) -> None:
+    for kernel in _tiny(tiny_snapshot, "bf16"):
         assert hand_knobs(kernel, SCALAR) is None
         assert knob_space(kernel, SCALAR) == {}
 
@@ -124,9 +148,8 @@ def test_knobs_round_trip_and_refuse_bad_text() -> None:
         ProjectionKnobs(2, 2, slp=2)  # type: ignore[arg-type]
 
 
-def test_kernel_key_ignores_the_name_and_sees_ir_and_arch(
-        tiny_kernels: dict[str, list[loop.KernelOp]]) -> None:
-    kernels = [k for k in tiny_kernels["bf16"] if hand_knobs(k, AVX512) is not None]
+def test_kernel_key_ignores_the_name_and_sees_ir_and_arch(tiny_snapshot: Path) -> None:
+    kernels = [k for k in _tiny(tiny_snapshot, "bf16") if hand_knobs(k, AVX512) is not None]
     keys = [kernel_key(k, "avx512") for k in kernels]
     assert len(set(keys)) == len(keys)  # distinct kernels, distinct keys
     renamed = kernels[0].clone()
@@ -134,6 +157,26 @@ def test_kernel_key_ignores_the_name_and_sees_ir_and_arch(
     assert kernel_key(renamed, "avx512") == keys[0]
     assert kernel_key(kernels[0], "avx2") != keys[0]
     # the same projection in f32 and bf16 storage is another kernel
-    f32 = [kernel_key(k, "avx512") for k in tiny_kernels["f32"]
+    f32 = [kernel_key(k, "avx512") for k in _tiny(tiny_snapshot, "f32")
            if hand_knobs(k, AVX512) is not None]
     assert not set(f32) & set(keys)
+
+
+def test_kernel_key_is_the_same_in_either_kv_form(tiny_snapshot: Path) -> None:
+    """The projections of the program with the KV cache as its state (the API's)
+    and with the past as inputs (the bench engines') are the same kernels, but
+    list the program's symbols (``capacity`` in one only): one key."""
+    from nanocompile.checkpoint.snapshot import Snapshot
+    from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
+
+    config = Snapshot.open(tiny_snapshot).config
+    keys = []
+    for kv in ("state", "inputs"):
+        graph = build_qwen2(config, Qwen2GraphOptions(last_only=True, weights="bf16", kv=kv))
+        module = Pipeline(graph, CompileOptions()).module("loop")
+        kernels = [op for op in module.ops if isinstance(op, loop.KernelOp)]
+        keys.append({kernel_key(k, "avx512") for k in kernels
+                     if hand_knobs(k, AVX512) is not None})
+    assert len(keys[0]) == 6
+    assert keys[0] == keys[1]
+
