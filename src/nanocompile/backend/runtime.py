@@ -170,6 +170,22 @@ def allocate(what: str, shape: list[int] | int, dtype: np.dtype | type, *,
         raise OutOfMemoryError(f"out of memory: {what} needs {format_bytes(size)}") from e
 
 
+VECTOR_ALIGNMENT = 64
+"""Bytes a buffer the kernels stream with vector loads starts on: a cache line,
+so a 64-byte AVX-512 load never splits across two."""
+
+
+def allocate_aligned(what: str, shape: list[int] | tuple[int, ...], dtype: np.dtype | type,
+                     alignment: int = VECTOR_ALIGNMENT) -> np.ndarray:
+    """``allocate``, the array's data starting on an ``alignment``-byte boundary
+    (numpy's own allocations start 16 bytes into a page once they are large)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = allocate(what, count * dtype.itemsize + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
 def format_bytes(n: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nanocompile.backend.runtime import allocate
+from nanocompile.backend.runtime import VECTOR_ALIGNMENT, allocate, allocate_aligned
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.models.qwen2 import KV_FORMS, WEIGHT_FORMATS
@@ -40,7 +40,10 @@ class CacheFullError(ValueError):
 
 
 class F32Weights(Mapping[str, np.ndarray]):
-    """A snapshot's weights widened exactly to f32 on first use, then kept."""
+    """A snapshot's weights widened exactly to f32 on first use, then kept, each
+    starting on a cache line (``VECTOR_ALIGNMENT``: numpy's large arrays start 16
+    bytes into a page, and a misaligned 64-byte AVX-512 load of a weight row
+    reads two lines)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -50,7 +53,13 @@ class F32Weights(Mapping[str, np.ndarray]):
         if name not in self._cache:
             if name not in self.snapshot.expected_tensors():
                 raise KeyError(name)
-            self._cache[name] = np.ascontiguousarray(self.snapshot.f32(name))
+            widened = self.snapshot.f32(name)
+            if widened.ctypes.data % VECTOR_ALIGNMENT:  # a copy on a cache-line boundary
+                aligned = allocate_aligned(f"tensor {name!r} widened", widened.shape,
+                                           np.float32)
+                aligned[...] = widened
+                widened = aligned
+            self._cache[name] = np.ascontiguousarray(widened)
         return self._cache[name]
 
     def __iter__(self) -> Iterator[str]:
