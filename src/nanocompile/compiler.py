@@ -65,6 +65,7 @@ from xdsl.passes import PassPipeline
 
 from nanocompile.backend import program_cache, tuning_records
 from nanocompile.backend.runtime import CompiledProgram
+from nanocompile.checkpoint.jsonfile import parse_json
 from nanocompile.dialects import loop
 from nanocompile.ir.checks import check_dominance
 from nanocompile.passes.default_schedule import (
@@ -395,7 +396,7 @@ def parse_winners(text: str) -> dict[str, ProjectionKnobs]:
     if not text:
         return {}
     try:
-        data = json.loads(text)
+        data = parse_json(text)
         if not isinstance(data, dict):
             raise ValueError("expected an object")
         return {str(key): ProjectionKnobs.parse(str(value)) for key, value in data.items()}

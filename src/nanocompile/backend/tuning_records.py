@@ -35,6 +35,7 @@ from typing import Any
 
 from nanocompile.backend.gcc import compiler_identity, cpu_identity, default_cache_dir
 from nanocompile.backend.pool import env_threads
+from nanocompile.checkpoint.jsonfile import parse_json
 
 TUNING_ENV = "NANOCOMPILE_TUNING"
 FILE_NAME = "tuning.json"
@@ -102,7 +103,7 @@ def load(path: Path | None) -> dict[str, Any]:
     if path is None or not path.exists():
         return empty
     try:
-        data = json.loads(path.read_text())
+        data = parse_json(path.read_bytes())
         if not isinstance(data, dict) or data.get("version") != VERSION \
                 or not isinstance(data.get("machines"), dict):
             raise ValueError(f"expected a version {VERSION} tuning file")
