@@ -41,9 +41,10 @@ class CacheFullError(ValueError):
 
 class F32Weights(Mapping[str, np.ndarray]):
     """A snapshot's weights widened exactly to f32 on first use, then kept, each
-    starting on a cache line (``VECTOR_ALIGNMENT``: numpy's large arrays start 16
-    bytes into a page, and a misaligned 64-byte AVX-512 load of a weight row
-    reads two lines)."""
+    widened copy starting on a cache line (``VECTOR_ALIGNMENT``: numpy's large
+    arrays start 16 bytes into a page, and a misaligned 64-byte AVX-512 load of
+    a weight row reads two lines); tensors stored as F32 stay zero-copy views
+    of the mapped file."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -54,7 +55,9 @@ class F32Weights(Mapping[str, np.ndarray]):
             if name not in self.snapshot.expected_tensors():
                 raise KeyError(name)
             widened = self.snapshot.f32(name)
-            if widened.ctypes.data % VECTOR_ALIGNMENT:  # a copy on a cache-line boundary
+            if widened.ctypes.data % VECTOR_ALIGNMENT and self.snapshot.dtype(name) != "F32":
+                # a widened copy, on a cache-line boundary (a tensor stored as F32 stays
+                # the mapped file's bytes, wherever the file puts them: no copy)
                 aligned = allocate_aligned(f"tensor {name!r} widened", widened.shape,
                                            np.float32)
                 aligned[...] = widened
