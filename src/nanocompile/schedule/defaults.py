@@ -33,9 +33,14 @@ are all refused (or that has none) stays unscheduled.
   ``vector<4xf32>``: ``_slp_first``);
 * **other matmuls** (attention: scores and context): a batched matmul
   (heads x rows x columns, ``_batched``: the scores, ``q . k`` over the head
-  dim) first gets the register tile of ``BATCHED_TILES`` (query rows per key,
-  and at the leftover rows keys per row) with the heads on the pool (one
-  parallel loop per launch); else vectorize ``k`` when its loads are
+  dim) whose query heads share KV heads (GQA: the keys read at ``h / g``,
+  ``_kv_group``) first gets a register tile across the ``g`` query heads of
+  one KV head (the heads split by ``g``, the group jammed into ``k``: one
+  load of a key serves ``g`` heads, so each KV head's keys are read once per
+  row, not ``g`` times) with the KV heads on the pool; else the register
+  tile of ``BATCHED_TILES`` (query rows per key, and at the leftover rows
+  keys per row) with the heads on the pool (one parallel loop per launch);
+  else vectorize ``k`` when its loads are
   contiguous, else the last result dim (context: ``k`` runs down a column of
   ``V``; each lane of the vector keeps its own 16 partial sums, explicit
   vectors when the positions are symbolic: see ``schedule/vectorize.py``),
@@ -59,11 +64,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 
 from nanocompile.dialects import loop, sched
 from nanocompile.schedule.knobs import KNOB_VALUES, ProjectionKnobs
 from nanocompile.schedule.primitives import _const
+from nanocompile.schedule.privatize import MAX_COPIES
 from nanocompile.schedule.vectorize import WIDTHS
 from nanocompile.targets.arch import Arch, host_arch
 
@@ -603,6 +610,20 @@ def _batched(nest: list[loop.ForOp]) -> bool:
             and _extent(k) is not None)
 
 
+def _kv_group(heads: loop.ForOp) -> int | None:
+    """The query heads per KV head of attention's scores (GQA: the keys are read
+    at ``h / g``, the heads loop ``h`` from 0 a multiple of ``g``), if there are
+    several."""
+    extent = _extent(heads)
+    for op in heads.walk():
+        if isinstance(op, arith.DivSIOp) and op.lhs is heads.iv:
+            g = _const(op.rhs)
+            if extent is not None and g is not None and 2 <= g <= MAX_COPIES \
+                    and extent % g == 0:
+                return g
+    return None
+
+
 def _batched_candidates(nest: list[loop.ForOp], kw: int, arch: Arch
                         ) -> list[list[sched.Directive]]:
     """A batched matmul (``BATCHED_TILES``), the heads on the pool (one
@@ -618,7 +639,12 @@ def _batched_candidates(nest: list[loop.ForOp], kw: int, arch: Arch
     vec, priv, split = sched.Vectorize, sched.Privatize, sched.Split
     pool = sched.Parallel(heads)
     tail = f"{cols}_tail"
-    return [
+    group = _kv_group(nest[0])
+    gqa = [] if group is None else [
+        [split(heads, group, f"{heads}o", f"{heads}i"),
+         sched.Reorder((f"{heads}o", rows, cols, f"{heads}i")), vec("k", kw), priv("k"),
+         sched.Parallel(f"{heads}o")]]
+    return [*gqa,
         [split(rows, tile.rows, f"{rows}o", f"{rows}i", peel=True),
          sched.Reorder((f"{rows}o", cols, f"{rows}i")), vec("k", kw), priv("k"),
          split(tail, tile.columns, f"{tail}o", f"{tail}i", peel=True),

@@ -290,6 +290,12 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
 
     Bitwise: iterations run in the same order (tile-major), so even a loop
     carrying a sum adds the same terms in the same order.
+
+    A loop from 0 indexed as ``i / factor`` and ``i % factor`` (attention's
+    heads: ``h / 7`` is the KV head a query head reads, GQA) reads the tile
+    indices instead, ``outer`` and ``inner`` (the same values: ``i = outer *
+    factor + inner`` with ``0 <= inner < factor``), so a copy of the body per
+    ``inner`` (``privatize``) sees the KV head as one value.
     """
     if factor < 2:
         raise ScheduleError(f"split '{name}': factor must be >= 2, got {factor}")
@@ -336,6 +342,8 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
     mapping: dict[SSAValue, SSAValue] = {target.iv: i.result, **dict(
         zip(target.iter_args, inner_block.args[1:], strict=True))}
     _clone_body(target.body.block, mapping, inner_block)
+    if lo == 0:
+        _fold_tile_index(inner_block, i.result, factor, io, inner_block.args[0])
     inner_loop = loop.ForOp(inner, zero.result, inner_ub, inner_block,
                             list(outer_block.args[1:]))
     outer_block.add_op(inner_loop)
@@ -354,6 +362,19 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
         old.replace_all_uses_with(new)
     target.detach()
     target.erase()
+
+
+def _fold_tile_index(body: Block, index: SSAValue, factor: int, outer: SSAValue,
+                     inner: SSAValue) -> None:
+    """In ``body``, ``index / factor`` becomes ``outer`` and ``index % factor``
+    ``inner`` (``index = outer * factor + inner``, ``0 <= inner < factor``,
+    ``outer >= 0``: a split of a loop from 0)."""
+    for op in list(body.walk()):
+        if isinstance(op, arith.DivSIOp | arith.RemSIOp) and op.lhs is index \
+                and _const(op.rhs) == factor:
+            op.result.replace_all_uses_with(outer if isinstance(op, arith.DivSIOp) else inner)
+            op.detach()
+            op.erase()
 
 
 _INDEX_OPS = (arith.ConstantOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp,

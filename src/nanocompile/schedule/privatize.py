@@ -9,6 +9,11 @@ every copy. What ``L`` computed before ``k`` runs first for every copy, what
 it computed after (the epilogue and the stores) runs after ``k``, copy by
 copy. Applied twice it jams two loops (rows and column tiles).
 
+The copies then share what they compute alike: a load whose address is the
+same in every copy (the same pointer and indices, an index at stride 0
+aside: attention's keys, one KV head read by its query heads) is loaded
+once, and so is index arithmetic of the same operands.
+
 Bitwise: each accumulator still adds its own terms in ``k`` order, and every
 other value is computed from the same operands by the same operations; only
 the interleaving of independent computations changes. That needs the loads
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from nanocompile.dialects import loop
 from nanocompile.schedule.primitives import (
@@ -114,6 +119,7 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
         assert isinstance(last, loop.YieldOp)
         yielded += [mapping.get(v, v) for v in last.values]
     jammed.add_op(loop.YieldOp(*yielded))
+    _share_loads(jammed)
     new = loop.ForOp(name, inner.lb, inner.ub, jammed, inits, inner.step.data)
     inner.copy_order_to(new)  # a lanes loop keeps its lanes, tree and tail
     setup.add_op(new)
@@ -127,3 +133,30 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
     outer.detach()
     outer.erase()
 
+
+_SHARED = (arith.ConstantOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp,
+           arith.RemSIOp, arith.MinSIOp, arith.MaxSIOp)
+
+
+def _share_loads(block: Block) -> None:
+    """One op for each group of the block's loads (no store runs in it) that
+    read the same address, and of its pure index arithmetic on the same
+    operands: the first stays, the others' uses read it."""
+    seen: dict[tuple[object, ...], Operation] = {}
+    for op in list(block.ops):
+        if isinstance(op, loop.LoadOp):
+            index = tuple(v if s != 0 else None
+                          for v, s in zip(op.indices, op.stride_exprs, strict=True))
+            key: tuple[object, ...] = (op.name, op.ptr, index, op.strides, op.result.type)
+        elif isinstance(op, _SHARED) and not isinstance(op, arith.ConstantOp):
+            key = (op.name, *op.operands, *op.result_types)
+        elif isinstance(op, arith.ConstantOp):
+            key = (op.name, op.value, *op.result_types)
+        else:
+            continue
+        first = seen.setdefault(key, op)
+        if first is not op:
+            for old, new in zip(op.results, first.results, strict=True):
+                old.replace_all_uses_with(new)
+            op.detach()
+            op.erase()

@@ -13,10 +13,13 @@ Claims:
   no vector of 16 does, so they stay scalar on AVX-512), the scores (``k``,
   the head dim), the softmax rows (``d2``, the positions) and the context
   (``d2``, the head dim);
-* the scores get a register tile: ``BATCHED_TILES``' query rows per key,
-  and at the leftover rows (decode) its keys per row;
-* the scores, the softmax rows and the context run their heads on the pool
-  (``d0``, one parallel loop per launch), the RoPE tables their positions;
+* the scores get a register tile across the query heads of one KV head
+  (GQA: 7 in the model, 2 in the tiny shapes), whose key loads are shared:
+  one vector load of the KV head's key per step of ``k``, one query load
+  per head;
+* the scores run their KV heads on the pool (``d0o``), the softmax rows and
+  the context their heads (``d0``, one parallel loop per launch), the RoPE
+  tables their positions;
   the context's sum over the positions (a lanes loop of symbolic trip count
   inside the vectorized head dim) has its 16 partials as explicit vectors;
 * scheduled == unscheduled == the exact interpreter, bit for bit, at 1, 2
@@ -46,7 +49,6 @@ from nanocompile.frontend import GraphBuilder
 from nanocompile.frontend import composites as C
 from nanocompile.interpreter.graph import run_graph
 from nanocompile.ir.symbolic import Expr
-from nanocompile.schedule.defaults import BATCHED_TILES
 from nanocompile.schedule.vectorize import LaneIndexArithmetic, vectorize
 from nanocompile.targets.arch import AVX2, AVX512, SCALAR, Arch
 
@@ -128,14 +130,18 @@ def test_every_attention_kernel_is_vectorized_and_spread(arch: Arch, shape: str,
             assert width == (arch.f32_lanes if arch.f32_lanes <= d // 2 else 1), (role, width)
         else:
             assert width == arch.f32_lanes, (role, width)
-        want = {"rope": [], "rope table": ["d0"]}.get(role, ["d0"])
+        want = {"rope": [], "rope table": ["d0"], "scores": ["d0o"]}.get(role, ["d0"])
         assert _parallel(kernel) == want, (role, _parallel(kernel))
-        if role == "scores":  # rows x 1 key per step of k, at the leftover rows 1 x 4 keys
-            tile, vectors = BATCHED_TILES[arch.name], 16 // arch.f32_lanes
+        if role == "scores":  # the group's query heads x 1 key per step of k
+            group, vectors = heads // kv_heads, 16 // arch.f32_lanes
             jams = {op.loop_name.data: len(op.inits) for op in kernel.walk()
                     if isinstance(op, loop.ForOp) and op.loop_name.data.startswith("k")}
-            assert jams == {"k": tile.rows * vectors, "k_tail": tile.columns * vectors,
-                            "k_tail_tail": vectors}, jams
+            assert jams == {"k": group * vectors}, jams
+            (k,) = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
+                    and op.loop_name.data == "k"]
+            loads = [op for op in k.body.block.ops if isinstance(op, loop.LoadOp)]
+            keys = [op for op in loads if op.ptr is not loads[0].ptr]
+            assert (len(loads), len(keys)) == (group * vectors + vectors, vectors)
         if role == "context":  # the sum over the positions: 16 explicit vector partials
             (k,) = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
                     and op.loop_name.data == "k"]
