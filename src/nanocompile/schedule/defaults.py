@@ -640,7 +640,7 @@ def _batched_candidates(nest: list[loop.ForOp], kw: int, arch: Arch
     pool = sched.Parallel(heads)
     tail = f"{cols}_tail"
     group = _kv_group(nest[0])
-    gqa = [] if group is None else [
+    gqa: list[list[sched.Directive]] = [] if group is None else [
         [split(heads, group, f"{heads}o", f"{heads}i"),
          sched.Reorder((f"{heads}o", rows, cols, f"{heads}i")), vec("k", kw), priv("k"),
          sched.Parallel(f"{heads}o")]]
