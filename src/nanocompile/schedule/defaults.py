@@ -244,17 +244,17 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
         block = _row_block(nest[-1], jam.rows) if knobs.row_block else None
         decode = max(jam.columns, knobs.decode // sums)
         slp = knobs.slp
+        n = _extent(nest[-1])
+        if (knobs.strided and decode >= jam.columns and decode % jam.columns == 0
+                and n is not None and n % decode == 0 and n // decode >= 2):
+            candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, decode,
+                                     _decode_strided(last, rows, block, jam, decode,
+                                                     n // decode, kw, min_chunk,
+                                                     jam_first), slp)
         if wide and decode % jam.columns == 0:
             candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, decode,
                                      _decode_wide(last, rows, block, jam, decode, kw,
                                                   min_chunk), slp)
-        n = _extent(nest[-1])
-        if (knobs.strided and not wide and _reads_bf16(nest[-1]) and decode > jam.columns
-                and decode % jam.columns == 0 and n is not None and n % decode == 0
-                and n // decode >= 2):
-            candidates += _slp_first(nest[-1], arch, jam.rows * jam.columns, decode,
-                                     _decode_strided(last, rows, block, jam, decode,
-                                                     n // decode, kw, min_chunk), slp)
         jammed: list[sched.Directive] = [priv("k"), priv("k"),  # columns, then rows
                                          priv("k_tail")]  # the leftover rows: columns only
         tiles: list[sched.Directive] = [
@@ -383,7 +383,8 @@ def _reads_bf16(for_op: loop.ForOp) -> bool:
 
 
 def _decode_strided(last: str, rows: str, block: int | None, jam: MatmulTile, decode: int,
-                    stride: int, kw: int, min_chunk: int) -> list[list[sched.Directive]]:
+                    stride: int, kw: int, min_chunk: int, jam_first: bool = False
+                    ) -> list[list[sched.Directive]]:
     """Column tiles of ``decode`` columns ``stride`` apart (tile ``t`` holds
     columns ``t + m * stride``), whose leftover rows jam all ``decode``
     columns; inside a tile, the row jam of ``jam`` as the plain candidate has it
@@ -394,14 +395,17 @@ def _decode_strided(last: str, rows: str, block: int | None, jam: MatmulTile, de
     ``jam.rows`` (the leftover rows peeled), the column groups outside them;
     ``k`` jams ``<last>i`` then the rows, ``k_tail`` ``<last>i_tail`` then
     ``<last>q_tail``; the tiles on the pool. With long rows the same in
-    blocks of rows."""
+    blocks of rows. ``jam_first``: privatized first, then vectorized (a lanes
+    loop with a tail: kernel A's four-vector sums)."""
     tile_o, group, rest, cols_i = f"{last}o", f"{last}q", f"{last}r", f"{last}i"
     vec, priv, split = sched.Vectorize, sched.Privatize, sched.Split
     columns: list[sched.Directive] = [split(last, jam.columns * stride, group, rest),
                                       split(rest, stride, cols_i, tile_o),
                                       sched.Reorder((tile_o, group, cols_i))]
+    vectorized: list[sched.Directive] = [vec("k", kw), vec("k_tail", kw)]
+    jammed: list[sched.Directive] = [priv("k"), priv("k"), priv("k_tail"), priv("k_tail")]
     body: list[sched.Directive] = [
-        vec("k", kw), vec("k_tail", kw), priv("k"), priv("k"), priv("k_tail"), priv("k_tail"),
+        *(jammed + vectorized if jam_first else vectorized + jammed),
         sched.Parallel(tile_o, max(1, min_chunk // decode))]
 
     def rows_in_tiles(inner: str) -> list[sched.Directive]:
@@ -446,7 +450,8 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
             candidates += _int8_dot_candidates(nest, kw, min_chunk)
         if kw is not None:
             jam = _hand_tile(nest, kw, arch) if tile is None else tile
-            point = ProjectionKnobs(jam.rows, jam.columns, DECODE_COLUMNS) if knobs is None \
+            point = ProjectionKnobs(jam.rows, jam.columns, DECODE_COLUMNS,
+                                    strided=_hand_strided(nest[-1], kw)) if knobs is None \
                 else knobs
             candidates += _projection_candidates(nest, kw, arch, min_chunk, point, parallel)
         if arch.vector and parallel is not None and parallel.loop != last:
@@ -492,23 +497,30 @@ def hand_knobs(kernel: loop.KernelOp, arch: Arch) -> ProjectionKnobs | None:
     if found is None:
         return None
     jam = _hand_tile(*found, arch)
-    return ProjectionKnobs(jam.rows, jam.columns, DECODE_COLUMNS)
+    return ProjectionKnobs(jam.rows, jam.columns, DECODE_COLUMNS,
+                           strided=_hand_strided(found[0][-1], found[1]))
+
+
+def _hand_strided(result: loop.ForOp, kw: int) -> bool:
+    """The hand-written ``strided`` knob: on for a bf16 weight read by two
+    vectors per sum or fewer (``STRIDED_DECODE_COLUMNS``), off for f32
+    weights and kernel A (the tuner may turn it on)."""
+    return _reads_bf16(result) and _k_vectors(result, kw) != 4
 
 
 def knob_space(kernel: loop.KernelOp, arch: Arch) -> dict[str, tuple[int | bool, ...]]:
     """Per knob, the values worth trying on ``kernel`` (``KNOB_VALUES``; a knob
-    that changes nothing here keeps its hand value alone: ``decode`` without a
-    decode jam, ``strided`` without a bf16 weight, ``row_block`` with short
-    rows, ``slp`` without ``exp``); empty when ``kernel`` is not a projection."""
+    that changes nothing here keeps its hand value alone: ``row_block`` with
+    short rows, ``slp`` without ``exp``; ``decode`` and ``strided`` matter for
+    every projection: the decode tile of any weight format may be strided);
+    empty when ``kernel`` is not a projection."""
     found = _projection(kernel, arch)
     hand = hand_knobs(kernel, arch)
     if found is None or hand is None:
         return {}
-    (nest, kw) = found
+    nest = found[0]
     result = nest[-1]
-    wide = _k_vectors(result, kw) == 4
-    bf16 = _reads_bf16(result) and not wide
-    matters = {"rows": True, "columns": True, "decode": wide or bf16, "strided": bf16,
+    matters = {"rows": True, "columns": True, "decode": True, "strided": True,
                "row_block": _row_block(result, 1) is not None,
                "slp": _calls_exp(result)}
     return {name: values if matters[name] else (getattr(hand, name),)

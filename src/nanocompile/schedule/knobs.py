@@ -12,8 +12,11 @@ schedules from a few numbers and switches, ``ProjectionKnobs``:
   jam, for the schedules that jam more columns there than the tile has
   (kernel A's four-vector sums, ``DECODE_COLUMNS``; a bf16 weight's strided
   tiles, ``STRIDED_DECODE_COLUMNS``), counted in sums (halved for gate/up);
-* ``strided``: a bf16 weight's decode reads ``decode`` columns ``n /
-  decode`` apart (``_decode_strided``), else adjacent columns;
+* ``strided``: decode reads ``decode`` columns ``n / decode`` apart
+  (``_decode_strided``: each a stream that the next tile continues), else
+  adjacent columns; on by hand for bf16 weights only (16 streams: measured on
+  the Xeon; a Zen 4 streams int8 rows at the probe's bandwidth with 2 to 4
+  such streams, at a third of it with 16 or with adjacent rows);
 * ``row_block``: long rows go in blocks of rows that stay in L2
   (``ROW_BLOCK_BYTES``);
 * ``slp``: an epilogue calling ``exp`` (gate/up's SiLU) runs 4 outputs to a
@@ -92,7 +95,7 @@ class ProjectionKnobs:
 KNOB_VALUES: dict[str, tuple[int | bool, ...]] = {
     "rows": (1, 2, 3, 4, 5, 6, 8),
     "columns": (1, 2, 3, 4, 6, 8),
-    "decode": (8, 16, 32),
+    "decode": (2, 4, 8, 16, 32),
     "strided": (False, True),
     "row_block": (False, True),
     "slp": (False, True),

@@ -1,0 +1,198 @@
+"""The ``strided`` knob on every projection format (issue 20's space, issue
+18's decode): decode tiles of ``decode`` columns ``n / decode`` apart for f32
+weights and spec §5 kernel A, not only bf16.
+
+Why: on a Zen 4 (AMD EPYC family 25 model 17) a decode step's weight rows
+stream from memory at the probe's bandwidth only while each stream is
+sequential (2 to 4 weight rows ``n / 4`` apart: 22-23 GB/s for int8 rows of
+896 bytes), and at a third of it when the tile's rows are adjacent (the hand
+schedule of f32 weights and kernel A; 7-8 GB/s) or 16 streams at once.
+
+Claims:
+
+* the hand point keeps ``strided`` off for f32 weights and kernel A (their
+  hand schedules are those before the knob reached them) and on for bf16;
+  the knob space offers it, and ``decode`` 2 and 4, for every projection;
+* with ``strided`` on, at ``decode`` 2, 4 and 8, the first candidate of an
+  f32 projection and of a kernel-A projection is the strided tile and it
+  applies: at the leftover rows (decode: one row) tile ``t`` reads the
+  weight rows ``t + m * n / decode``, ``m = 0 .. decode - 1``, read off the
+  scheduled Loop IR by evaluating its index arithmetic here;
+* every such schedule is bitwise the independent reference (f32:
+  ``_fma_reference.lanes_matmul`` plus the bias; kernel A:
+  ``_int8_reference.kernel_a``) at 1, 2 and 3 threads and 1, 2, 3 and 7 rows,
+  on each vector arch this CPU runs (skipped with the missing flag where it
+  does not).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _arches import arch_params
+from _fma_reference import lanes_matmul
+from _int8_reference import kernel_a, quantize_rows
+from _numerics import assert_bitwise, random_f32, rng_for
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.ir import BlockArgument, SSAValue
+
+from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
+from nanocompile.dialects import graph as g
+from nanocompile.dialects import loop, sched
+from nanocompile.frontend import GraphBuilder
+from nanocompile.frontend.composites import linear
+from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
+from nanocompile.schedule.defaults import default_schedules, hand_knobs, knob_space
+from nanocompile.targets.arch import AVX2, AVX512, Arch
+
+THREADS = (1, 2, 3)
+SEQS = (1, 2, 3, 7)
+N = 32
+KS = {"f32": 64, "kernel A": 72}  # kernel A: blocks of 32 and a group of 8 after them
+
+
+def f32_projection(k: int, n: int) -> ModuleOp:
+    gb = GraphBuilder("proj")
+    x = gb.input("x", "f32", ["seq", k])
+    gb.output("y", linear(x, gb.weight("w", [n, k]), gb.weight("b", [n])))
+    return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
+def bf16_projection(k: int, n: int) -> ModuleOp:
+    gb = GraphBuilder("proj")
+    x = gb.input("x", "f32", ["seq", k])
+    gb.output("y", linear(x, gb.weight("w", [n, k], "bf16").cast("f32")))
+    return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
+def kernel_a_projection(k: int, n: int) -> ModuleOp:
+    gb = GraphBuilder("kernel_a")
+    x = gb.input("x", "f32", ["seq", k])
+    q = gb.weight("q", [n, k], "i8")
+    scale = gb.weight("scale", [n])
+    dot = gb.add(g.MatmulOp(x.value, q.cast("f32").T.value, order="blocks32"))
+    gb.output("y", dot * scale.reshape(1, n).broadcast_to("seq", n))
+    return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
+BUILDERS = {"f32": f32_projection, "kernel A": kernel_a_projection}
+
+
+def _kernel(module: ModuleOp) -> loop.KernelOp:
+    (kernel,) = [op for op in module.ops if isinstance(op, loop.KernelOp)]
+    return kernel
+
+
+def _loop(kernel: loop.KernelOp, name: str) -> loop.ForOp:
+    (found,) = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
+                and op.loop_name.data == name]
+    return found
+
+
+_INDEX_OPS = {arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
+              arith.MuliOp: lambda a, b: a * b, arith.DivSIOp: lambda a, b: a // b,
+              arith.RemSIOp: lambda a, b: a % b, arith.MinSIOp: min, arith.MaxSIOp: max}
+
+
+def _index(value: SSAValue, ivs: dict[SSAValue, int]) -> int:
+    if value in ivs:
+        return ivs[value]
+    assert not isinstance(value, BlockArgument), f"unbound block argument {value}"
+    op = value.owner
+    if isinstance(op, arith.ConstantOp):
+        assert isinstance(op.value, IntegerAttr)
+        return int(op.value.value.data)
+    a, b = (_index(v, ivs) for v in op.operands)
+    return int(_INDEX_OPS[type(op)](a, b))
+
+
+def _decode_rows(kernel: loop.KernelOp, tile: int, k: int) -> list[int]:
+    """The weight rows (the argument of footprint ``[n, k]``) the leftover-row
+    loop's ``k_tail`` reads at tile ``tile`` of loop ``d1o``, its first row and
+    first step: each row once, in load order."""
+    (w_arg,) = [arg for arg, fp in zip(kernel.body.block.args, kernel.footprints.data,
+                                       strict=True)
+                if sorted(d.const_value for d in fp.dims if d.is_const) == sorted((N, k))]
+    outer, tail, k_tail = (_loop(kernel, name) for name in ("d1o", "d0_tail", "k_tail"))
+    ivs = {outer.body.block.args[0]: tile, tail.body.block.args[0]: 0,
+           k_tail.body.block.args[0]: 0}
+    rows: list[int] = []
+    for op in k_tail.body.walk():
+        if not (isinstance(op, loop.LoadOp) and op.ptr is w_arg):
+            continue
+        offset = sum(_index(i, ivs) * int(s.evaluate({}))
+                     for i, s in zip(op.indices, op.stride_exprs, strict=True))
+        if offset // k not in rows:
+            rows.append(offset // k)
+    return rows
+
+
+def _scheduled(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
+    out = module.clone()
+    kernel = _kernel(out)
+    replace_kernel(out, kernel, apply_directives(kernel, directives, out, []), [])
+    out.verify()
+    return out
+
+
+def _strided(directives: list[sched.Directive]) -> bool:
+    return any(isinstance(d, sched.Split) and d.outer == "d1q" for d in directives)
+
+
+@pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
+def test_the_hand_point_strides_bf16_only_and_the_space_offers_it(arch: Arch) -> None:
+    for fmt, module in (("f32", f32_projection(64, N)), ("kernel A", kernel_a_projection(72, N)),
+                        ("bf16", bf16_projection(64, N))):
+        kernel = _kernel(module)
+        hand = hand_knobs(kernel, arch)
+        assert hand is not None
+        assert hand.strided == (fmt == "bf16"), fmt
+        space = knob_space(kernel, arch)
+        assert space["strided"] == (False, True), fmt
+        assert {2, 4} <= set(space["decode"]), fmt
+        first = default_schedules(kernel, arch)[0]
+        assert _strided(first) == (fmt == "bf16"), fmt
+
+
+def _weights(fmt: str, rng: np.random.Generator, k: int) -> dict[str, np.ndarray]:
+    if fmt == "f32":
+        return {"w": random_f32(rng, (N, k), specials=False),
+                "b": random_f32(rng, (N,), specials=False)}
+    q, scale = quantize_rows((rng.standard_normal((N, k)) * 0.05).astype(np.float32))
+    return {"q": q, "scale": scale}
+
+
+def _reference(fmt: str, x: np.ndarray, w: dict[str, np.ndarray]) -> np.ndarray:
+    if fmt == "f32":
+        return (lanes_matmul(x, w["w"].T) + w["b"]).astype(np.float32)
+    return kernel_a(x, w["q"], w["scale"])
+
+
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
+@pytest.mark.parametrize("fmt", sorted(BUILDERS))
+@pytest.mark.parametrize("decode", [2, 4, 8])
+def test_strided_decode_reads_rows_n_over_decode_apart_bitwise(arch: Arch, fmt: str,
+                                                                decode: int) -> None:
+    k = KS[fmt]
+    module = BUILDERS[fmt](k, N)
+    kernel = _kernel(module)
+    hand = hand_knobs(kernel, arch)
+    assert hand is not None
+    knobs = hand.replace(strided=True, decode=decode, columns=min(hand.columns, decode))
+    first = default_schedules(kernel, arch, knobs=knobs)[0]
+    assert _strided(first)
+    scheduled = _scheduled(module, first)  # it applies
+    stride = N // decode
+    for tile in (0, stride - 1):
+        rows = _decode_rows(_kernel(scheduled), tile, k)
+        assert sorted(rows) == [tile + m * stride for m in range(decode)], (tile, rows)
+    rng = rng_for(f"strided knob {fmt}", decode)
+    w = _weights(fmt, rng, k)
+    program = compile_loop(scheduled, w)
+    for threads in THREADS:
+        assert program.set_threads(threads) == threads
+        for seq in SEQS:
+            x = random_f32(rng, (seq, k), specials=False)
+            assert_bitwise(program.run({"x": x})["y"], _reference(fmt, x, w),
+                           f"{fmt} {arch.name} decode {decode}, seq {seq}, {threads} threads")
