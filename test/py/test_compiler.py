@@ -297,30 +297,32 @@ def test_dump_scheduled_explain_prints_the_refusals(monkeypatch: pytest.MonkeyPa
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("NANOCOMPILE_ARCH", "avx2")  # the refusals below are avx2's
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["dump", "--stage", "scheduled", "--layers", "1", "--explain"])
+        cli.main(["dump", "--stage", "scheduled", "--layers", "1", "--explain",
+                  "--weights", "int8-dot"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     comments = [line for line in out.splitlines() if line.startswith("//")]
     body = out[out.index("builtin.module"):]
     assert out.startswith("// ")
     assert "//" not in body
-    # the attention context (PV) sums over past + seq positions, not a known multiple
-    # of 16: its first candidates are refused, each shown as the schedule it would
-    # have been, and a later one chosen
-    assert ("// @fused_matmul: candidate 1 of 4 refused: vectorize 'k': the trip count is "
-            "not a known multiple of 16 lanes") in comments
-    at = comments.index("//   sched.schedule @fused_matmul {")
-    assert comments[at + 1:at + 6] == ['//     sched.split "d2" by 2 into "d2o", "d2i" peel',
-                                       '//     sched.vectorize "k" width 8',
-                                       '//     sched.privatize "k"',
-                                       '//     sched.parallel "d2o" grain 8', "//   }"]
-    assert "// @fused_matmul: candidate 3 of 4 chosen (the sched.schedule after the kernel)" \
-        in comments
+    # kernel B's row sums of the quantized activations store i32: the vector
+    # candidate is refused, shown as the schedule it would have been, and the
+    # pool-only one chosen; its quantizing cast (math.round) has no vector form,
+    # so every candidate is refused there
+    assert ("// @fused_reduce_sum: candidate 1 of 2 refused: vectorize 'd2': a lane-varying "
+            "store of i32") in comments
+    at = comments.index("//   sched.schedule @fused_reduce_sum {")
+    assert comments[at + 1:at + 4] == ['//     sched.vectorize "d2" width 8',
+                                       '//     sched.parallel "d1"', "//   }"]
+    assert "// @fused_reduce_sum: candidate 2 of 2 chosen (the sched.schedule after the " \
+        "kernel)" in comments
+    assert "// @fused_cast: every candidate refused: the kernel stays as lowered" in comments
     chosen = [c for c in comments if " chosen " in c]
     assert len(chosen) == body.count("sched.schedule @")
-    assert "// @fused_gather: no candidate schedule" in comments
+    assert "// @fused_mul: no candidate schedule" in comments  # the int8 embedding's gather
     cfg = Qwen2Config.from_dict(synthetic_config())
-    assert body.rstrip("\n") == ir_text(cfg, "scheduled", n_layers=1, last_only=False)
+    assert body.rstrip("\n") == ir_text(cfg, "scheduled", n_layers=1, last_only=False,
+                                         weights="int8-dot")
 
 
 def test_explain_needs_the_scheduled_stage() -> None:

@@ -45,6 +45,8 @@ are all refused (or that has none) stays unscheduled.
   ``V``; each lane of the vector keeps its own 16 partial sums, explicit
   vectors when the positions are symbolic: see ``schedule/vectorize.py``),
   and run the outermost constant-extent result loop on the pool (the heads);
+  the context of grouped query heads first gets ``_context_candidates`` (a
+  KV head's query heads in turn, the head dim jammed into the sum);
 * **elementwise and row kernels**: vectorize the innermost result loop and a
   row's f32 sum (a lanes loop ``k``, like a matmul's: its lanes become vector
   lanes, the same order; other reductions stay scalar: a max's order is
@@ -444,8 +446,7 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
     if _has_k(nest[-1]):
         parallel = _parallel_outer(nest, min_chunk)
         kw = k_width(nest[-1], arch) if arch.vector else None
-        if kw is not None and _batched(nest):
-            candidates += _batched_candidates(nest, kw, arch)
+        candidates += _attention_candidates(nest, kw, arch)
         if kw is not None and len(nest) == 2 and _dots_int8(nest[-1]) and _row_work(nest[0]):
             candidates += _int8_dot_candidates(nest, kw, min_chunk)
         if kw is not None:
@@ -634,6 +635,33 @@ def _kv_group(heads: loop.ForOp) -> int | None:
                     and extent % g == 0:
                 return g
     return None
+
+
+def _attention_candidates(nest: list[loop.ForOp], kw: int | None, arch: Arch
+                          ) -> list[list[sched.Directive]]:
+    """The scores' (``_batched_candidates``, with ``k`` vectorized by ``kw``)
+    and the context's (``_context_candidates``) first candidates on a vector
+    arch; nothing for another kernel."""
+    if kw is not None and _batched(nest):
+        return _batched_candidates(nest, kw, arch)
+    return _context_candidates(nest, arch.f32_lanes) if arch.vector else []
+
+
+def _context_candidates(nest: list[loop.ForOp], lanes: int) -> list[list[sched.Directive]]:
+    """Attention's context (heads x rows x head dim, its sum over the positions
+    of symbolic length, the values read at KV head ``h / g``): the heads split
+    by ``g``, the query heads of one KV head in turn, each with the head dim
+    vectorized and jammed into its sum (a row of values read whole per
+    position; the sum's 16 partials per vector), the KV heads on the pool.
+    Nothing for another kernel."""
+    group = _kv_group(nest[0]) if len(nest) == 3 and not _batched(nest) else None
+    if group is None:
+        return []
+    heads, rows, last = (op.loop_name.data for op in nest)
+    return [[sched.Split(heads, group, f"{heads}o", f"{heads}i"),
+             sched.Reorder((f"{heads}o", rows, f"{heads}i", last)),
+             sched.Vectorize(last, lanes), sched.Privatize("k"),
+             sched.Parallel(f"{heads}o")]]
 
 
 def _batched_candidates(nest: list[loop.ForOp], kw: int, arch: Arch

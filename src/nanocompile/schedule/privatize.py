@@ -53,8 +53,10 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
        2. ``L`` has a constant trip count of at most 32 (``DynamicTripCount``,
        ``ScheduleError``); 3. ``L`` carries no values (``CarriesValues``) and is not parallel
        (``NestedParallel``); 4. ``name`` is the only loop in ``L``, nothing before
-       it stores or checks, nothing in ``L`` is a ``loop.if`` or
-       ``loop.check``, and ``name``'s bounds do not depend on ``L``
+       it stores or checks, nothing in ``L`` is a ``loop.check``, a
+       ``loop.if`` only after ``name`` and storing nothing (the explicit
+       partials' last terms of a vectorized sum of symbolic length, each
+       copy's own), and ``name``'s bounds do not depend on ``L``
        (``NotPerfectlyNested``); 5. ``L`` loads no argument the kernel writes
        (``ReadsOwnWrites``).
     """
@@ -79,12 +81,15 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
     body = [op for op in outer.body.block.ops if not isinstance(op, loop.YieldOp)]
     pos = body.index(inner)
     pre, post = body[:pos], body[pos + 1:]
+    after = {id(o) for p in post if isinstance(p, loop.IfOp) for o in p.walk()}
     for op in outer.body.walk():
         if op is not inner and isinstance(op, loop.ForOp):
             raise NotPerfectlyNested(f"{where}: loop '{outer_name}' holds another loop, "
                                      f"'{op.loop_name.data}' (its copies would share names)")
-        if isinstance(op, loop.IfOp | loop.CheckOp):
+        if isinstance(op, loop.CheckOp) or (isinstance(op, loop.IfOp) and id(op) not in after):
             raise NotPerfectlyNested(f"{where}: loop '{outer_name}' holds a {op.name}")
+        if id(op) in after and isinstance(op, loop.StoreOp):
+            raise NotPerfectlyNested(f"{where}: a loop.if after '{name}' stores")
     if any(isinstance(op, loop.StoreOp) for p in pre for op in p.walk()):
         raise NotPerfectlyNested(f"{where}: loop '{outer_name}' stores before '{name}'")
     if any(_depends_on(b, outer.iv) for b in (inner.lb, inner.ub)):
@@ -119,14 +124,16 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
         assert isinstance(last, loop.YieldOp)
         yielded += [mapping.get(v, v) for v in last.values]
     jammed.add_op(loop.YieldOp(*yielded))
-    _share_loads(jammed)
-    new = loop.ForOp(name, inner.lb, inner.ub, jammed, inits, inner.step.data)
+    # bounds computed before the loop in L (independent of it): copy 0's clones
+    lb, ub = (maps[0].get(v, v) for v in (inner.lb, inner.ub))
+    new = loop.ForOp(name, lb, ub, jammed, inits, inner.step.data)
     inner.copy_order_to(new)  # a lanes loop keeps its lanes, tree and tail
     setup.add_op(new)
     for t, mapping in enumerate(maps):
         for j, res in enumerate(inner.res):
             mapping[res] = new.res[t * carried + j]
         clone_ops(post, mapping, setup)
+    _share_loads(jammed)
     for op in list(setup.ops):
         op.detach()
         block.insert_op_before(op, outer)
@@ -134,29 +141,50 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
     outer.erase()
 
 
-_SHARED = (arith.ConstantOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp,
-           arith.RemSIOp, arith.MinSIOp, arith.MaxSIOp)
+_PURE_INDEX = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp, arith.RemSIOp,
+               arith.MinSIOp, arith.MaxSIOp)
+
+
+def _same_index(a: SSAValue, b: SSAValue) -> bool:
+    """``a`` and ``b`` are the same index: the same value, equal constants, or
+    the same pure index op of the same indices (each copy computes its own)."""
+    if a is b:
+        return True
+    x, y = a.owner, b.owner
+    if isinstance(x, arith.ConstantOp) and isinstance(y, arith.ConstantOp):
+        return x.value == y.value
+    return (isinstance(x, _PURE_INDEX) and type(x) is type(y)
+            and all(_same_index(u, v) for u, v in zip(x.operands, y.operands, strict=True)))
+
+
+def _same_address(a: loop.LoadOp, b: loop.LoadOp) -> bool:
+    """The two loads read the same element(s): the same pointer, strides and
+    type, the same index wherever the stride is not 0."""
+    return (a.ptr is b.ptr and a.strides == b.strides and a.result.type == b.result.type
+            and all(s == 0 or _same_index(u, v) for u, v, s in
+                    zip(a.indices, b.indices, a.stride_exprs, strict=True)))
 
 
 def _share_loads(block: Block) -> None:
-    """One op for each group of the block's loads (no store runs in it) that
-    read the same address, and of its pure index arithmetic on the same
-    operands: the first stays, the others' uses read it."""
-    seen: dict[tuple[object, ...], Operation] = {}
+    """In the jammed loop's body (no store in it): one load for each group of
+    loads of the same address, one splat of each value; the first stays, the
+    others' uses read it, and the index arithmetic left unused goes."""
+    loads: list[loop.LoadOp] = []
+    splats: dict[SSAValue, Operation] = {}
     for op in list(block.ops):
+        first: Operation | None = None
         if isinstance(op, loop.LoadOp):
-            index = tuple(v if s != 0 else None
-                          for v, s in zip(op.indices, op.stride_exprs, strict=True))
-            key: tuple[object, ...] = (op.name, op.ptr, index, op.strides, op.result.type)
-        elif isinstance(op, _SHARED) and not isinstance(op, arith.ConstantOp):
-            key = (op.name, *op.operands, *op.result_types)
-        elif isinstance(op, arith.ConstantOp):
-            key = (op.name, op.value, *op.result_types)
-        else:
-            continue
-        first = seen.setdefault(key, op)
-        if first is not op:
-            for old, new in zip(op.results, first.results, strict=True):
-                old.replace_all_uses_with(new)
+            first = next((ld for ld in loads if _same_address(ld, op)), None)
+            if first is None:
+                loads.append(op)
+        elif isinstance(op, loop.SplatOp):
+            first = splats.setdefault(op.input, op)
+            first = None if first is op else first
+        if first is not None:
+            op.results[0].replace_all_uses_with(first.results[0])
+            op.detach()
+            op.erase()
+    for op in reversed(list(block.ops)):  # the removed copies' index arithmetic
+        if isinstance(op, (*_PURE_INDEX, arith.ConstantOp)) and not op.results[0].uses:
             op.detach()
             op.erase()

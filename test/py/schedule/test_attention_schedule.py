@@ -17,8 +17,12 @@ Claims:
   (GQA: 7 in the model, 2 in the tiny shapes), whose key loads are shared:
   one vector load of the KV head's key per step of ``k``, one query load
   per head;
-* the scores run their KV heads on the pool (``d0o``), the softmax rows and
-  the context their heads (``d0``, one parallel loop per launch), the RoPE
+* the context runs the query heads of one KV head one after the other
+  (``d0i``), each with the whole head dim jammed into its sum over the
+  positions (``d2`` vectorized, then privatized into ``k``): a position's
+  row of values is read whole, once per query head;
+* the scores and the context run their KV heads on the pool (``d0o``), the
+  softmax rows their heads (``d0``, one parallel loop per launch), the RoPE
   tables their positions;
   the context's sum over the positions (a lanes loop of symbolic trip count
   inside the vectorized head dim) has its 16 partials as explicit vectors;
@@ -130,7 +134,8 @@ def test_every_attention_kernel_is_vectorized_and_spread(arch: Arch, shape: str,
             assert width == (arch.f32_lanes if arch.f32_lanes <= d // 2 else 1), (role, width)
         else:
             assert width == arch.f32_lanes, (role, width)
-        want = {"rope": [], "rope table": ["d0"], "scores": ["d0o"]}.get(role, ["d0"])
+        want = {"rope": [], "rope table": ["d0"], "scores": ["d0o"],
+                "context": ["d0o"]}.get(role, ["d0"])
         assert _parallel(kernel) == want, (role, _parallel(kernel))
         if role == "scores":  # the group's query heads x 1 key per step of k
             group, vectors = heads // kv_heads, 16 // arch.f32_lanes
@@ -147,8 +152,11 @@ def test_every_attention_kernel_is_vectorized_and_spread(arch: Arch, shape: str,
                     and op.loop_name.data == "k"]
             assert k.lanes is None
             assert k.step.data == 16
-            assert [str(v.type) for v in k.inits] == [f"vector<{width}xf32>"] * 16
-            assert sum(isinstance(op, loop.IfOp) for op in kernel.walk()) == 15
+            vectors = d // width  # the head dim jammed: 16 partials per vector of it
+            assert [str(v.type) for v in k.inits] == [f"vector<{width}xf32>"] * 16 * vectors
+            assert sum(isinstance(op, loop.IfOp) for op in kernel.walk()) == 15 * vectors
+            order = [op.loop_name.data for op in kernel.walk() if isinstance(op, loop.ForOp)]
+            assert order == ["d0o", "d1", "d0i", "k"], order
     assert roles == {"rope table": 2, "rope": 1, "scores": 1, "softmax": 1, "context": 1}
 
 
