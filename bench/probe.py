@@ -126,18 +126,24 @@ def _gcc_version(cc: str) -> str:
 
 def build_probe(cc: str = "gcc") -> Path:
     """Compile bench/probe.c (once per source, compiler and flags) and return its path."""
+    return build_tool(PROBE_SOURCE, CFLAGS, cc)
+
+
+def build_tool(source: Path, cflags: tuple[str, ...], cc: str = "gcc") -> Path:
+    """Compile the C program ``source`` into ``bench/.cache/`` (once per source,
+    compiler and flags) and return the binary's path."""
     version = _gcc_version(cc)
-    key_text = PROBE_SOURCE.read_bytes() + version.encode() + " ".join(CFLAGS).encode()
+    key_text = source.read_bytes() + version.encode() + " ".join(cflags).encode()
     key = hashlib.sha256(key_text).hexdigest()[:16]
-    binary = CACHE_DIR / f"probe-{key}"
+    binary = CACHE_DIR / f"{source.stem}-{key}"
     if binary.exists():
         return binary
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     tmp = binary.with_name(f"{binary.name}.{os.getpid()}.tmp")
-    cmd = [cc, *CFLAGS, "-o", str(tmp), str(PROBE_SOURCE)]
+    cmd = [cc, *cflags, "-o", str(tmp), str(source)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise ProbeError(f"gcc failed on {PROBE_SOURCE.name}: {proc.stderr.strip()}")
+        raise ProbeError(f"gcc failed on {source.name}: {proc.stderr.strip()}")
     tmp.replace(binary)  # atomic: a concurrent build sees the old name or the whole file
     return binary
 
