@@ -31,6 +31,8 @@ from _arches import TITLES
 from _fma_reference import fma_f32
 from _int8_reference import kernel_a, kernel_a_dot, quantize_rows
 from _numerics import assert_bitwise, random_f32, rng_for
+from _schedule_helpers import kernel_a_projection as _kernel_a_module
+from _schedule_helpers import scheduled_copy as _scheduled
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.parser import Parser
@@ -39,7 +41,6 @@ from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph, sc
 from nanocompile.dialects import get_all_dialects, loop, sched
 from nanocompile.dialects import graph as g
 from nanocompile.frontend.tensor import GraphBuilder
-from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
 from nanocompile.schedule.defaults import (
     DECODE_COLUMNS,
     WIDE_TILES,
@@ -125,16 +126,6 @@ def written_tree(values: np.ndarray, tree: tuple[int, ...]) -> np.float32:
             live = [j for j in live if not j & (1 << bit)]
     assert live == [0]
     return v[0]
-
-
-def _kernel_a_module(k: int, n: int) -> ModuleOp:
-    gb = GraphBuilder("kernel_a")
-    x = gb.input("x", "f32", ["seq", k])
-    q = gb.weight("q", [n, k], "i8")
-    scale = gb.weight("scale", [n])
-    dot = gb.add(g.MatmulOp(x.value, q.cast("f32").T.value, order="blocks32"))
-    gb.output("y", dot * scale.reshape(1, n).broadcast_to("seq", n))
-    return lower_to_loop(optimize_graph(gb.finish_module()))
 
 
 def test_the_lowered_order_is_spec_5() -> None:
@@ -323,14 +314,6 @@ def _check(module: ModuleOp, k: int, n: int, label: str,
             x = random_f32(rng, (seq, k), specials=False)
             assert_bitwise(program.run({"x": x})["y"], kernel_a(x, weights["q"], weights["scale"]),
                            f"{label}, K={k}, seq={seq}, {t} threads")
-
-
-def _scheduled(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
-    out = module.clone()
-    kernel = _kernel(out)
-    replace_kernel(out, kernel, apply_directives(kernel, directives, out, []), [])
-    out.verify()
-    return out
 
 
 @pytest.mark.parametrize("k", [40, 75])

@@ -27,9 +27,11 @@ import pytest
 from _arches import arch_params
 from _fma_reference import lanes_matmul
 from _numerics import assert_bitwise, random_f32, rng_for
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
-from xdsl.ir import BlockArgument, SSAValue
+from _schedule_helpers import index_value as _index
+from _schedule_helpers import loop_named as _loop
+from _schedule_helpers import only_kernel as _kernel
+from _schedule_helpers import scheduled_copy as _scheduled
+from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.checkpoint.safetensors import bf16_to_f32, f32_to_bf16
 from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph, schedule_loop
@@ -37,7 +39,6 @@ from nanocompile.dialects import loop, sched
 from nanocompile.frontend import GraphBuilder
 from nanocompile.frontend.composites import linear, silu
 from nanocompile.frontend.tensor import Tensor
-from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
 from nanocompile.schedule.defaults import (
     MATMUL_TILES,
     STRIDED_DECODE_COLUMNS,
@@ -73,28 +74,9 @@ def gate_up(hidden: int, inter: int) -> ModuleOp:
     return lower_to_loop(optimize_graph(gb.finish_module()))
 
 
-def _kernel(module: ModuleOp) -> loop.KernelOp:
-    (kernel,) = [op for op in module.ops if isinstance(op, loop.KernelOp)]
-    return kernel
-
-
-def _loop(kernel: loop.KernelOp, name: str) -> loop.ForOp:
-    (found,) = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
-                and op.loop_name.data == name]
-    return found
-
-
 def _names(kernel: loop.KernelOp) -> list[str]:
     """The kernel's loop names, outermost first (in walk order)."""
     return [op.loop_name.data for op in kernel.walk() if isinstance(op, loop.ForOp)]
-
-
-def _scheduled(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
-    out = module.clone()
-    kernel = _kernel(out)
-    replace_kernel(out, kernel, apply_directives(kernel, directives, out, []), [])
-    out.verify()
-    return out
 
 
 def _strided(directives: list[sched.Directive]) -> bool:
@@ -111,24 +93,6 @@ def _bf16_weights(shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np
 
 # --------------------------------------------------------------------------
 # the tile: which weight rows one decode step reads together
-
-
-_INDEX_OPS = {arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
-              arith.MuliOp: lambda a, b: a * b, arith.DivSIOp: lambda a, b: a // b,
-              arith.RemSIOp: lambda a, b: a % b, arith.MinSIOp: min, arith.MaxSIOp: max}
-
-
-def _index(value: SSAValue, ivs: dict[SSAValue, int]) -> int:
-    """The value of index arithmetic (constants, the ops above) at loop indices ``ivs``."""
-    if value in ivs:
-        return ivs[value]
-    assert not isinstance(value, BlockArgument), f"unbound block argument {value}"
-    op = value.owner
-    if isinstance(op, arith.ConstantOp):
-        assert isinstance(op.value, IntegerAttr)
-        return int(op.value.value.data)
-    a, b = (_index(v, ivs) for v in op.operands)
-    return int(_INDEX_OPS[type(op)](a, b))
 
 
 def _decode_rows(kernel: loop.KernelOp, tile: int, k: int) -> list[int]:

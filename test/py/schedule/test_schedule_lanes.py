@@ -34,6 +34,9 @@ import pytest
 from _arches import TITLES, slow_off_host
 from _fma_reference import MATMUL_LANES, fma_f32, lanes_matmul
 from _numerics import assert_bitwise, random_f32, rng_for
+from _schedule_helpers import loop_named as _loop
+from _schedule_helpers import only_kernel as _kernel
+from _schedule_helpers import scheduled_copy as _scheduled
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -47,7 +50,6 @@ from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph, sc
 from nanocompile.dialects import get_all_dialects, loop, sched
 from nanocompile.frontend.composites import linear
 from nanocompile.frontend.tensor import GraphBuilder
-from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
 from nanocompile.schedule.defaults import MATMUL_TILES, MatmulTile, default_schedules
 from nanocompile.schedule.primitives import (
     CarriesValues,
@@ -101,26 +103,6 @@ def projection(k: int | str, n: int = N) -> ModuleOp:
     w = gb.weight("w", [n, k]) if isinstance(k, int) else gb.input("w", "f32", [n, k])
     gb.output("out", linear(x, w))
     return lower_to_loop(optimize_graph(gb.finish_module()))
-
-
-def _kernel(module: ModuleOp) -> loop.KernelOp:
-    (kernel,) = [op for op in module.ops if isinstance(op, loop.KernelOp)]
-    return kernel
-
-
-def _loop(kernel: loop.KernelOp, name: str) -> loop.ForOp:
-    (found,) = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
-                and op.loop_name.data == name]
-    return found
-
-
-def _scheduled(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
-    """A verified copy of ``module`` with ``directives`` applied to its kernel."""
-    out = module.clone()
-    kernel = _kernel(out)
-    replace_kernel(out, kernel, apply_directives(kernel, directives, out, []), [])
-    out.verify()
-    return out
 
 
 def _inputs(k: int, seq: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

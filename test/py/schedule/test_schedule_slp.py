@@ -27,6 +27,8 @@ import numpy as np
 import pytest
 from _arches import arch_params
 from _numerics import assert_bitwise, random_f32, rng_for
+from _schedule_helpers import only_kernel as _kernel
+from _schedule_helpers import scheduled_copy as _scheduled
 from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.backend.guarded_arena import GuardedArena
@@ -34,7 +36,6 @@ from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
 from nanocompile.dialects import loop, sched
 from nanocompile.frontend import composites as C
 from nanocompile.frontend.tensor import GraphBuilder
-from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
 from nanocompile.schedule.defaults import default_schedules
 from nanocompile.schedule.primitives import ScheduleError
 from nanocompile.schedule.slp import EpilogueNotCopies, slp
@@ -61,19 +62,6 @@ def biased(n: int = 6) -> ModuleOp:
     x = gb.input("x", "f32", ["seq", K])
     gb.output("out", C.linear(x, gb.weight("w", [n, K]), gb.weight("b", [n])))
     return lower_to_loop(optimize_graph(gb.finish_module()))
-
-
-def _kernel(module: ModuleOp) -> loop.KernelOp:
-    (kernel,) = [op for op in module.ops if isinstance(op, loop.KernelOp)]
-    return kernel
-
-
-def _scheduled(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
-    out = module.clone()
-    kernel = _kernel(out)
-    replace_kernel(out, kernel, apply_directives(kernel, directives, out, []), [])
-    out.verify()
-    return out
 
 
 def _weights(names: dict[str, tuple[int, ...]], label: str) -> dict[str, np.ndarray]:

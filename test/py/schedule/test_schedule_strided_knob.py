@@ -33,16 +33,17 @@ from _arches import arch_params
 from _fma_reference import lanes_matmul
 from _int8_reference import kernel_a, quantize_rows
 from _numerics import assert_bitwise, random_f32, rng_for
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
-from xdsl.ir import BlockArgument, SSAValue
+from _schedule_helpers import index_value as _index
+from _schedule_helpers import kernel_a_projection
+from _schedule_helpers import loop_named as _loop
+from _schedule_helpers import only_kernel as _kernel
+from _schedule_helpers import scheduled_copy as _scheduled
+from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
-from nanocompile.dialects import graph as g
 from nanocompile.dialects import loop, sched
 from nanocompile.frontend import GraphBuilder
 from nanocompile.frontend.composites import linear
-from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
 from nanocompile.schedule.defaults import default_schedules, hand_knobs, knob_space
 from nanocompile.targets.arch import AVX2, AVX512, Arch
 
@@ -66,45 +67,7 @@ def bf16_projection(k: int, n: int) -> ModuleOp:
     return lower_to_loop(optimize_graph(gb.finish_module()))
 
 
-def kernel_a_projection(k: int, n: int) -> ModuleOp:
-    gb = GraphBuilder("kernel_a")
-    x = gb.input("x", "f32", ["seq", k])
-    q = gb.weight("q", [n, k], "i8")
-    scale = gb.weight("scale", [n])
-    dot = gb.add(g.MatmulOp(x.value, q.cast("f32").T.value, order="blocks32"))
-    gb.output("y", dot * scale.reshape(1, n).broadcast_to("seq", n))
-    return lower_to_loop(optimize_graph(gb.finish_module()))
-
-
 BUILDERS = {"f32": f32_projection, "kernel A": kernel_a_projection}
-
-
-def _kernel(module: ModuleOp) -> loop.KernelOp:
-    (kernel,) = [op for op in module.ops if isinstance(op, loop.KernelOp)]
-    return kernel
-
-
-def _loop(kernel: loop.KernelOp, name: str) -> loop.ForOp:
-    (found,) = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
-                and op.loop_name.data == name]
-    return found
-
-
-_INDEX_OPS = {arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
-              arith.MuliOp: lambda a, b: a * b, arith.DivSIOp: lambda a, b: a // b,
-              arith.RemSIOp: lambda a, b: a % b, arith.MinSIOp: min, arith.MaxSIOp: max}
-
-
-def _index(value: SSAValue, ivs: dict[SSAValue, int]) -> int:
-    if value in ivs:
-        return ivs[value]
-    assert not isinstance(value, BlockArgument), f"unbound block argument {value}"
-    op = value.owner
-    if isinstance(op, arith.ConstantOp):
-        assert isinstance(op.value, IntegerAttr)
-        return int(op.value.value.data)
-    a, b = (_index(v, ivs) for v in op.operands)
-    return int(_INDEX_OPS[type(op)](a, b))
 
 
 def _decode_rows(kernel: loop.KernelOp, tile: int, k: int) -> list[int]:
@@ -126,14 +89,6 @@ def _decode_rows(kernel: loop.KernelOp, tile: int, k: int) -> list[int]:
         if offset // k not in rows:
             rows.append(offset // k)
     return rows
-
-
-def _scheduled(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
-    out = module.clone()
-    kernel = _kernel(out)
-    replace_kernel(out, kernel, apply_directives(kernel, directives, out, []), [])
-    out.verify()
-    return out
 
 
 def _strided(directives: list[sched.Directive]) -> bool:

@@ -1,0 +1,67 @@
+"""Helpers the schedule tests share: a module's one kernel, a loop by name, a
+copy of a module with directives applied, the value of index arithmetic at
+given loop indices, and spec §5 kernel A's projection as a one-kernel module."""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.ir import BlockArgument, SSAValue
+
+from nanocompile.compiler import lower_to_loop, optimize_graph
+from nanocompile.dialects import graph as g
+from nanocompile.dialects import loop, sched
+from nanocompile.frontend import GraphBuilder
+from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
+
+
+def only_kernel(module: ModuleOp) -> loop.KernelOp:
+    """The module's one kernel."""
+    (kernel,) = [op for op in module.ops if isinstance(op, loop.KernelOp)]
+    return kernel
+
+
+def loop_named(kernel: loop.KernelOp, name: str) -> loop.ForOp:
+    """The kernel's one loop called ``name``."""
+    (found,) = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
+                and op.loop_name.data == name]
+    return found
+
+
+def scheduled_copy(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
+    """A verified copy of ``module`` with ``directives`` applied to its kernel."""
+    out = module.clone()
+    kernel = only_kernel(out)
+    replace_kernel(out, kernel, apply_directives(kernel, directives, out, []), [])
+    out.verify()
+    return out
+
+
+INDEX_OPS = {arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
+             arith.MuliOp: lambda a, b: a * b, arith.DivSIOp: lambda a, b: a // b,
+             arith.RemSIOp: lambda a, b: a % b, arith.MinSIOp: min, arith.MaxSIOp: max}
+
+
+def index_value(value: SSAValue, ivs: dict[SSAValue, int]) -> int:
+    """The value of index arithmetic (constants, ``INDEX_OPS``) at loop indices ``ivs``."""
+    if value in ivs:
+        return ivs[value]
+    assert not isinstance(value, BlockArgument), f"unbound block argument {value}"
+    op = value.owner
+    if isinstance(op, arith.ConstantOp):
+        assert isinstance(op.value, IntegerAttr)
+        return int(op.value.value.data)
+    a, b = (index_value(v, ivs) for v in op.operands)
+    return int(INDEX_OPS[type(op)](a, b))
+
+
+def kernel_a_projection(k: int, n: int) -> ModuleOp:
+    """spec §5 kernel A: ``(x @ q.T) * scale`` with ``q`` int8 ``[n, k]``, the
+    matmul in the ``blocks32`` order, lowered to one kernel."""
+    gb = GraphBuilder("kernel_a")
+    x = gb.input("x", "f32", ["seq", k])
+    q = gb.weight("q", [n, k], "i8")
+    scale = gb.weight("scale", [n])
+    dot = gb.add(g.MatmulOp(x.value, q.cast("f32").T.value, order="blocks32"))
+    gb.output("y", dot * scale.reshape(1, n).broadcast_to("seq", n))
+    return lower_to_loop(optimize_graph(gb.finish_module()))
