@@ -9,10 +9,10 @@ every copy. What ``L`` computed before ``k`` runs first for every copy, what
 it computed after (the epilogue and the stores) runs after ``k``, copy by
 copy. Applied twice it jams two loops (rows and column tiles).
 
-The copies then share what they compute alike: a load whose address is the
-same in every copy (the same pointer and indices, an index at stride 0
-aside: attention's keys, one KV head read by its query heads) is loaded
-once, and so is index arithmetic of the same operands.
+The copies then share their loads of one address (the same pointer and
+indices, each copy's own index arithmetic compared by value, an index at
+stride 0 aside: attention's keys, one KV head read by its query heads) and
+their splats of one value; index arithmetic left unused goes.
 
 Bitwise: each accumulator still adds its own terms in ``k`` order, and every
 other value is computed from the same operands by the same operations; only
@@ -29,6 +29,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from nanocompile.dialects import loop
 from nanocompile.schedule.primitives import (
+    _INDEX_OPS,
     CarriesValues,
     DynamicTripCount,
     NestedParallel,
@@ -141,10 +142,6 @@ def privatize(kernel: loop.KernelOp, name: str) -> None:  # noqa: C901 (one chec
     outer.erase()
 
 
-_PURE_INDEX = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp, arith.RemSIOp,
-               arith.MinSIOp, arith.MaxSIOp)
-
-
 def _same_index(a: SSAValue, b: SSAValue) -> bool:
     """``a`` and ``b`` are the same index: the same value, equal constants, or
     the same pure index op of the same indices (each copy computes its own)."""
@@ -153,7 +150,7 @@ def _same_index(a: SSAValue, b: SSAValue) -> bool:
     x, y = a.owner, b.owner
     if isinstance(x, arith.ConstantOp) and isinstance(y, arith.ConstantOp):
         return x.value == y.value
-    return (isinstance(x, _PURE_INDEX) and type(x) is type(y)
+    return (isinstance(x, _INDEX_OPS) and type(x) is type(y)
             and all(_same_index(u, v) for u, v in zip(x.operands, y.operands, strict=True)))
 
 
@@ -185,6 +182,6 @@ def _share_loads(block: Block) -> None:
             op.detach()
             op.erase()
     for op in reversed(list(block.ops)):  # the removed copies' index arithmetic
-        if isinstance(op, (*_PURE_INDEX, arith.ConstantOp)) and not op.results[0].uses:
+        if isinstance(op, _INDEX_OPS) and not op.results[0].uses:
             op.detach()
             op.erase()
