@@ -156,6 +156,7 @@ class ScheduleOp(IRDLOperation):
         if self.kernel.nested_references.data:
             raise VerifyException(f"{where}: expected a flat kernel name, got {self.kernel}")
         split_into: dict[str, tuple[str, str]] = {}
+        distributed: set[str] = set()
         named: set[str] = set()
         for op in self.block.ops:
             if not isinstance(op, DirectiveOp):
@@ -163,10 +164,13 @@ class ScheduleOp(IRDLOperation):
                     f"{where}: expected only sched directives, got {op.name}"), op)
             _verify_directive(op)
             _check_not_split_away(where, op, split_into)
+            _check_not_distributed(where, op, distributed)
             if isinstance(op, SplitOp):
                 _check_fresh(where, op, split_into, named)
                 split_into[op.loop.data] = (op.outer.data, op.inner.data)
                 named |= {op.outer.data, op.inner.data}
+            if isinstance(op, DistributeOp):
+                distributed.add(op.loop.data)
             named |= set(op.loop_names())
 
 
@@ -188,6 +192,14 @@ def _check_not_split_away(where: str, op: DirectiveOp,
         raise _culprit(VerifyException(
             f"{where}: {op.name} names loop '{name}', but loop '{name}' was split into "
             f"'{outer}', '{inner}' earlier"), op)
+
+
+def _check_not_distributed(where: str, op: DirectiveOp, distributed: set[str]) -> None:
+    for name in op.loop_names():
+        if name in distributed:
+            raise _culprit(VerifyException(
+                f"{where}: {op.name} names loop '{name}', but loop '{name}' was distributed "
+                f"into '{name}_g0', '{name}_g1', ... earlier"), op)
 
 
 def _check_fresh(where: str, op: SplitOp, split_into: dict[str, tuple[str, str]],
@@ -362,6 +374,24 @@ class PrivatizeOp(_LoopDirectiveOp):
 
 
 @irdl_op_definition
+class DistributeOp(_LoopDirectiveOp):
+    """Split a loop into one loop per independent group of its carried values.
+
+    ``sched.distribute "ki"``: the groups' loops ``ki_g0``, ``ki_g1``, ... run
+    one after the other (schedule/distribute.py); ``ki`` is gone after it.
+    """
+
+    name = "sched.distribute"
+    assembly_format = "$loop attr-dict"
+
+    def __init__(self, loop: str) -> None:
+        super().__init__(properties={"loop": StringAttr(loop)})
+
+    def to_directive(self) -> Distribute:
+        return Distribute(self.loop.data)
+
+
+@irdl_op_definition
 class VectorizeOp(_LoopDirectiveOp):
     """Run ``width`` iterations of a loop as the lanes of one f32 vector.
 
@@ -511,6 +541,14 @@ class Privatize:
 
 
 @dataclass(frozen=True)
+class Distribute:
+    loop: str
+
+    def to_op(self) -> DistributeOp:
+        return DistributeOp(self.loop)
+
+
+@dataclass(frozen=True)
 class Vectorize:
     loop: str
     width: int
@@ -546,14 +584,16 @@ class Pack:
         return PackOp(self.arg, self.tile)
 
 
-Directive = Split | Reorder | Unroll | Privatize | Vectorize | Slp | Parallel | Pack
+Directive = (Split | Reorder | Unroll | Privatize | Distribute | Vectorize | Slp | Parallel
+             | Pack)
 
 
 Sched = Dialect(
     "sched",
     [
         ScheduleOp,
-        SplitOp, ReorderOp, UnrollOp, PrivatizeOp, VectorizeOp, SlpOp, ParallelOp, PackOp,
+        SplitOp, ReorderOp, UnrollOp, PrivatizeOp, DistributeOp, VectorizeOp, SlpOp, ParallelOp,
+        PackOp,
     ],
     [],
 )

@@ -10,7 +10,7 @@ bitwise equal to unscheduled ones (each primitive's docstring says why).
 
 Every directive of the Schedule dialect has its primitive: ``split``,
 ``reorder``, ``unroll``, ``parallel`` (schedule/primitives.py), ``vectorize``,
-``privatize``, ``slp`` and ``pack`` (one module each). ``pack`` also rewrites the
+``privatize``, ``distribute``, ``slp`` and ``pack`` (one module each). ``pack`` also rewrites the
 program's launches, after every directive of the schedule has succeeded.
 """
 
@@ -26,6 +26,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from nanocompile.dialects import loop, sched
 from nanocompile.ir.checks import where
+from nanocompile.schedule.distribute import distribute
 from nanocompile.schedule.pack import PackPlan, check_pack, pack_kernel, pack_program
 from nanocompile.schedule.primitives import (
     ScheduleError,
@@ -83,6 +84,8 @@ def _apply_one(copy: loop.KernelOp, directive: sched.Directive, kernel: loop.Ker
         vectorize(copy, directive.loop, directive.width)
     elif isinstance(directive, sched.Privatize):
         privatize(copy, directive.loop)
+    elif isinstance(directive, sched.Distribute):
+        distribute(copy, directive.loop)
     elif isinstance(directive, sched.Slp):
         slp(copy, directive.loop, directive.width)
     elif isinstance(directive, sched.Pack):

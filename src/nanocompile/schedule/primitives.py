@@ -267,7 +267,8 @@ def tail_loop(target: loop.ForOp, start: SSAValue, inits: Sequence[SSAValue]) ->
     for op in block.walk():
         if isinstance(op, loop.ForOp):
             op.properties["name"] = StringAttr(f"{op.loop_name.data}_tail")
-    return loop.ForOp(f"{target.loop_name.data}_tail", start, target.ub, block, list(inits))
+    return loop.ForOp(f"{target.loop_name.data}_tail", start, target.ub, block, list(inits),
+                      target.step.data)
 
 
 def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
@@ -284,9 +285,14 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
     the remaining ``(ub - lb) % factor`` iterations run after them in a copy of
     the loop named ``<name>_tail`` (its nested loops get the suffix too).
 
+    A loop of step ``s`` (a vectorized sum's loop over groups of lanes) splits
+    its iterations the same way: a tile is ``factor`` iterations, ``factor * s``
+    of the index, and ``inner`` keeps step ``s`` (its index the offset from the
+    tile's start).
+
     Preconditions: 1. the loop exists (``LoopNotFound``); 2. ``factor >= 2``;
     3. ``outer`` and ``inner`` (and with ``peel`` the ``_tail`` names) are
-    unused (``NameTaken``); 4. the loop has step 1.
+    unused (``NameTaken``); 4. it is not a lanes loop (``LanesLoop``).
 
     Bitwise: iterations run in the same order (tile-major), so even a loop
     carrying a sum adds the same terms in the same order.
@@ -306,8 +312,10 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
     taken = _names(kernel) & ({outer, inner} | (tail_names(target) if peel else set()))
     if taken:
         raise NameTaken(f"split '{name}': loop name(s) {sorted(taken)} already used")
-    if target.step.data != 1:
-        raise ScheduleError(f"split '{name}': step {target.step.data} is not 1")
+    step = target.step.data
+    if step != 1:
+        _split_stepped(target, factor, outer, inner, peel)
+        return
     lb, ub = target.lb, target.ub
     f = arith.ConstantOp(IntegerAttr(factor, IndexType()))
     f_minus_1 = arith.ConstantOp(IntegerAttr(factor - 1, IndexType()))
@@ -356,6 +364,71 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
         tail_start = arith.AddiOp(lb, span)
         tail = tail_loop(target, tail_start.result, list(outer_loop.res))
         new_ops += [span, tail_start, tail]
+        results = tail.res
+    _insert_before(target, new_ops)
+    for old, new in zip(target.res, results, strict=True):
+        old.replace_all_uses_with(new)
+    target.detach()
+    target.erase()
+
+
+def _split_stepped(target: loop.ForOp, factor: int, outer: str, inner: str,
+                   peel: bool) -> None:
+    """``split`` of a loop of step ``s > 1``: ``count = ceil((ub - lb) / s)``
+    iterations in tiles of ``factor``; ``inner`` runs the offsets ``[0, min(ub -
+    base, factor * s))`` of its tile (step ``s``), from index ``base = lb + outer
+    * factor * s``; with ``peel`` the whole tiles only (offsets ``[0, factor *
+    s)``), the rest in ``<name>_tail``."""
+    step = target.step.data
+    lb, ub = target.lb, target.ub
+
+    def index(v: int) -> arith.ConstantOp:
+        return arith.ConstantOp(IntegerAttr(v, IndexType()))
+
+    span, s_minus_1, s_const, f_const, zero = (index(v) for v in (
+        factor * step, step - 1, step, factor, 0))
+    n = arith.SubiOp(ub, lb)
+    rounded = arith.AddiOp(n, s_minus_1)
+    count = arith.DivSIOp(rounded, s_const)
+    setup: list[Operation] = [span, s_minus_1, s_const, f_const, zero, n, rounded, count]
+    if peel:  # whole tiles only
+        tiles = arith.DivSIOp(count, f_const)
+    else:
+        f_minus_1 = index(factor - 1)
+        padded = arith.AddiOp(count, f_minus_1)
+        tiles = arith.DivSIOp(padded, f_const)
+        setup += [f_minus_1, padded]
+    _insert_before(_hoist_point(target, [lb, ub]), [*setup, tiles])
+    carried = [a.type for a in target.iter_args]
+    outer_block = Block(arg_types=[IndexType(), *carried])
+    start = arith.MuliOp(outer_block.args[0], span)
+    base = arith.AddiOp(lb, start)
+    if peel:
+        outer_block.add_ops([start, base])
+        inner_ub: SSAValue = span.result
+    else:
+        left = arith.SubiOp(ub, base)
+        end = arith.MinSIOp(left, span)
+        outer_block.add_ops([start, base, left, end])
+        inner_ub = end.result
+    inner_block = Block(arg_types=[IndexType(), *carried])
+    i = arith.AddiOp(base, inner_block.args[0])
+    inner_block.add_op(i)
+    mapping: dict[SSAValue, SSAValue] = {target.iv: i.result, **dict(
+        zip(target.iter_args, inner_block.args[1:], strict=True))}
+    _clone_body(target.body.block, mapping, inner_block)
+    inner_loop = loop.ForOp(inner, zero.result, inner_ub, inner_block,
+                            list(outer_block.args[1:]), step)
+    outer_block.add_op(inner_loop)
+    outer_block.add_op(loop.YieldOp(*inner_loop.res))
+    outer_loop = loop.ForOp(outer, zero.result, tiles.result, outer_block, list(target.inits))
+    results = outer_loop.res
+    new_ops: list[Operation] = [outer_loop]
+    if peel:
+        whole = arith.MuliOp(tiles, span)
+        tail_start = arith.AddiOp(lb, whole)
+        tail = tail_loop(target, tail_start.result, list(outer_loop.res))
+        new_ops += [whole, tail_start, tail]
         results = tail.res
     _insert_before(target, new_ops)
     for old, new in zip(target.res, results, strict=True):

@@ -3,10 +3,13 @@
 // get the group's tile: the heads split by 2, the group moved innermost and
 // jammed into "k" (vectorized by 16), so one load of a key serves both query
 // heads of its KV head; the KV heads "d0o" on the pool. The context (head
-// dim 32) runs the group's heads one after the other ("d0i"), each with its
-// two vectors of 16 values of the head dim jammed into its sum over the
-// positions (2 x 16 explicit partials: the sum's 16 lanes per vector), a
-// position's weight loaded once for both vectors; the KV heads on the pool.
+// dim 32) jams its two vectors of the head dim and then the group's two
+// heads into its sum over the positions (2 x 2 x 16 explicit partials: the
+// sum's 16 lanes per vector), splits that sum into blocks of 16 groups of 16
+// positions ("kb", carrying the 64 partials) and distributes the block's loop
+// "ki" by partial: "ki_g0" .. "ki_g15", each carrying its partial's 4
+// vectors, loading a row's two vectors of values once for both heads and a
+// position's weight once per head; the KV heads on the pool.
 // Scalar: the heads on the pool only.
 // RUN: nc-opt %s -p 'default-schedule{arch=avx512}' | filecheck %s
 // RUN: nc-opt %s -p 'default-schedule{arch=scalar}' | filecheck %s --check-prefix=SCALAR
@@ -76,12 +79,19 @@ builtin.module {
 // CHECK-LABEL: loop.kernel @context
 // CHECK:         loop.for "d0o" %[[G2:[^ ]+]] = %{{.*}} to %{{.*}} parallel 1 {
 // CHECK-NEXT:      loop.for "d1"
-// CHECK-NEXT:        loop.for "d0i"
-// CHECK:               loop.for "k" {{.*}} -> ({{(vector<16xf32>, )+}}vector<16xf32>) {
-// CHECK-COUNT-16:        loop.load %2[{{.*}}] strides [n*seq, n, 1] : f32
-// CHECK-NOT:             loop.load %2
+// CHECK-NOT:         loop.for "d0i"
+// CHECK:             loop.for "kb" {{.*}} -> ({{(vector<16xf32>, ){62}vector<16xf32>, }}vector<16xf32>) {
+// CHECK-NOT:           loop.load
+// CHECK:               loop.for "ki_g0" {{.*}} step 16 iter({{[^,]*, [^,]*, [^,]*, [^,]*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK-NOT:             loop.for
+// CHECK-COUNT-2:         loop.load %1[%[[G2]], {{.*}}] strides [32*n, 0, 32, 1] : vector<16xf32>
+// CHECK-NOT:             loop.load %1
 // CHECK:                 loop.yield
-// CHECK:               loop.if
+// CHECK:               loop.for "ki_g1"
+// CHECK-COUNT-2:         loop.load %2[{{.*}}] strides [n*seq, n, 1] : f32
+// CHECK:               loop.for "ki_g15"
+// CHECK:               loop.yield
+// CHECK:             loop.if
 // SCALAR-LABEL: loop.kernel @scores
 // SCALAR:         loop.for "d0" {{.*}} parallel 1 {
 // SCALAR-LABEL: loop.kernel @context

@@ -15,6 +15,7 @@ from nanocompile.dialects import get_all_dialects
 from nanocompile.dialects import sched as s
 from nanocompile.dialects.sched import (
     Directive,
+    Distribute,
     Pack,
     Parallel,
     Privatize,
@@ -38,6 +39,7 @@ MATMUL = [
     Parallel("d1o", 4),
     Parallel("d0o"),
     Pack(1, 8),
+    Distribute("k"),
 ]
 
 MATMUL_TEXT = """\
@@ -53,6 +55,7 @@ sched.schedule @fused_matmul {
   sched.parallel "d1o" grain 4
   sched.parallel "d0o"
   sched.pack arg 1 tile 8
+  sched.distribute "k"
 }"""
 
 
@@ -195,6 +198,9 @@ ERRORS: list[tuple[str, list[Directive], str]] = [
      r"sched.split names loop 'd1', but loop 'd1' was split into 'd1o', 'd1i' earlier"),
     ("reorder after split", [Split("d0", 2, "d0o", "d0i"), Reorder(("d1", "d0"))],
      r"sched.reorder names loop 'd0', but loop 'd0' was split"),
+    ("use after distribute", [Distribute("k"), Unroll("k", 4)],
+     r"sched.schedule @f: sched.unroll names loop 'k', but loop 'k' was distributed into "
+     r"'k_g0', 'k_g1', ... earlier"),
     ("two splits introduce a name", [Split("d0", 2, "o", "d0i"), Split("d1", 8, "o", "d1i")],
      r"split of 'd1' introduces 'o', which an earlier split already introduced"),
     ("split reuses a named loop", [Unroll("d1i"), Split("d1", 8, "d1o", "d1i")],
@@ -296,6 +302,6 @@ def test_every_directive_maps_to_a_directive_record() -> None:
     # DirectiveOp.to_directive is abstract: check every registered directive
     # overrides it, so apply-schedule never meets the base method.
     directives = [op for op in s.Sched.operations if issubclass(op, s.DirectiveOp)]
-    assert len(directives) == 8
+    assert len(directives) == 9
     missing = [op.name for op in directives if op.to_directive is s.DirectiveOp.to_directive]
     assert missing == []

@@ -59,8 +59,11 @@ from nanocompile.targets.arch import AVX2, AVX512, SCALAR, Arch
 SEQ, CTX = Expr.sym("seq"), Expr.sym("total")  # past + seq ("ctx" would clash in C: see the report)
 THREADS = (1, 2, 3)
 SHAPES = {"real": (14, 2, 64), "tiny": (4, 2, 16)}
-# (seq, ctx): decode at several contexts, prefill from 0 and after a past
-CASES = ((1, 1), (1, 2), (1, 17), (1, 130), (3, 3), (5, 21), (16, 16), (13, 77))
+# (seq, ctx): decode at several contexts, prefill from 0 and after a past; the
+# context's blocks of 256 positions: one whole, whole ones and a partial one, and
+# a partial one after a whole one with a tail of 3 positions
+CASES = ((1, 1), (1, 2), (1, 17), (1, 130), (3, 3), (5, 21), (16, 16), (13, 77),
+         (1, 256), (1, 600), (2, 531))
 
 
 def attention_graph(heads: int, kv_heads: int, head_dim: int, form: str = "total"
@@ -147,16 +150,25 @@ def test_every_attention_kernel_is_vectorized_and_spread(arch: Arch, shape: str,
             loads = [op for op in k.body.block.ops if isinstance(op, loop.LoadOp)]
             keys = [op for op in loads if op.ptr is not loads[0].ptr]
             assert (len(loads), len(keys)) == (group * vectors + vectors, vectors)
-        if role == "context":  # the sum over the positions: 16 explicit vector partials
-            (k,) = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
-                    and op.loop_name.data == "k"]
-            assert k.lanes is None
-            assert k.step.data == 16
-            vectors = d // width  # the head dim jammed: 16 partials per vector of it
-            assert [str(v.type) for v in k.inits] == [f"vector<{width}xf32>"] * 16 * vectors
-            assert sum(isinstance(op, loop.IfOp) for op in kernel.walk()) == 15 * vectors
-            order = [op.loop_name.data for op in kernel.walk() if isinstance(op, loop.ForOp)]
-            assert order == ["d0o", "d1", "d0i", "k"], order
+        if role == "context":  # the head dim and the group's heads jammed into the sum
+            # over the positions (16 explicit vector partials each), in blocks ("kb"),
+            # distributed by partial ("ki_g0" .. "ki_g15")
+            group, vectors = heads // kv_heads, d // width
+            loops = {op.loop_name.data: op for op in kernel.walk() if isinstance(op, loop.ForOp)}
+            assert list(loops) == ["d0o", "d1", "kb", *(f"ki_g{i}" for i in range(16))], \
+                list(loops)
+            assert len(loops["kb"].inits) == 16 * group * vectors
+            for i in range(16):
+                ki = loops[f"ki_g{i}"]
+                assert ki.lanes is None
+                assert ki.step.data == 16
+                assert [str(v.type) for v in ki.inits] == [f"vector<{width}xf32>"] * (
+                    group * vectors)
+                loads = [op for op in ki.body.block.ops if isinstance(op, loop.LoadOp)]
+                values = [op for op in loads if isinstance(op.result.type, VectorType)]
+                assert (len(values), len(loads) - len(values)) == (vectors, group)
+            assert sum(isinstance(op, loop.IfOp) for op in kernel.walk()) == \
+                15 * group * vectors
     assert roles == {"rope table": 2, "rope": 1, "scores": 1, "softmax": 1, "context": 1}
 
 
