@@ -293,6 +293,7 @@ def test_default_schedules_pack_no_weight(arch: str) -> None:
 # the scheduled stage of the model, with --explain
 
 
+@pytest.mark.slow  # ~5 s of schedules twice (the CLI and ir_text): the full suite's
 def test_dump_scheduled_explain_prints_the_refusals(monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("NANOCOMPILE_ARCH", "avx2")  # the refusals below are avx2's

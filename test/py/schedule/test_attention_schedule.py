@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _arches import arch_params
+from _arches import arch_params, slow_off_host
 from _numerics import assert_bitwise, rng_for
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, VectorType
@@ -119,7 +119,8 @@ def _parallel(kernel: loop.KernelOp) -> list[str]:
             if isinstance(op, loop.ForOp) and op.parallel is not None]
 
 
-@pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
+@pytest.mark.parametrize("arch", [pytest.param(a, id=a.name, marks=slow_off_host(a))
+                                  for a in (AVX2, AVX512)])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("form", [pytest.param("total", marks=pytest.mark.slow), "past + seq"])
 def test_every_attention_kernel_is_vectorized_and_spread(arch: Arch, shape: str,
