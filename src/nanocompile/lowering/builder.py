@@ -464,6 +464,17 @@ def reduce_lanes(kind: str, dtype: str, order: str | None = None) -> int | None:
     return MATMUL_LANES if kind == "sum" and dtype == "f32" and order is None else None
 
 
+MAX_LOOP = "m"
+"""The name of a ``reduce_max``'s loop over its axis (a sum's is ``k``), so a
+kernel with both (softmax: a row's max, then the sum of its terms) names each
+once and a schedule can vectorize the max (``vectorize``'s exact max)."""
+
+
+def reduction_name(kind: str) -> str:
+    """The loop name of a ``kind`` reduction: ``k`` for a sum, ``MAX_LOOP`` for a max."""
+    return MAX_LOOP if kind == "max" else "k"
+
+
 def identity(kind: str, dtype: str) -> float | int:
     if dtype == "f32":
         return FLOAT_IDENTITY[kind]

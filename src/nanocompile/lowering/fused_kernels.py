@@ -45,6 +45,7 @@ from nanocompile.lowering.builder import (
     emit_unary,
     identity,
     reduce_lanes,
+    reduction_name,
 )
 
 _BINARY: dict[type[Operation], str] = {g.AddOp: "add", g.SubOp: "sub", g.MulOp: "mul",
@@ -317,7 +318,8 @@ class RegionEmitter:
 
         order = op.order_name if isinstance(op, g.ReduceSumOp) else None
         lanes = reduce_lanes(kind, dtype, order)
-        return self.kb.reduction_loop("k", src_type.dims[axis], init, step, lanes)
+        return self.kb.reduction_loop(reduction_name(kind), src_type.dims[axis], init, step,
+                                      lanes)
 
     def matmuls(self, ops: Sequence[g.MatmulOp], idx: list[SSAValue]) -> list[SSAValue]:
         """All ``ops`` at ``idx`` = [batch..., m, n]: one k loop per reduction

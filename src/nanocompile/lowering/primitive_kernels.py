@@ -31,6 +31,7 @@ from nanocompile.lowering.builder import (
     emit_unary,
     identity,
     reduce_lanes,
+    reduction_name,
 )
 
 Builder = Callable[[Sequence[str], TensorSpec, Sequence[Layout]], loop.KernelOp]
@@ -150,7 +151,8 @@ def build_reduce(kind: str, axis: int, order: str | None = None) -> Builder:
                 return emit_accumulate(kb, kind, acc, kb.load(1, idx))
 
             lanes = reduce_lanes(kind, spec.dtype, order)
-            kb.store(kb.reduction_loop("k", src.shape[axis], init, step, lanes), 0, ivs)
+            kb.store(kb.reduction_loop(reduction_name(kind), src.shape[axis], init, step,
+                                       lanes), 0, ivs)
 
         kb.loop_nest(spec.shape, body)
         return kb.finish(f"reduce_{kind}")

@@ -133,12 +133,12 @@ def _extent(for_op: loop.ForOp) -> int | None:
 
 def _result_nest(kernel: loop.KernelOp) -> list[loop.ForOp]:
     """The loops over the result (``d0``, ``d1``, ...), outermost first (not the
-    reductions ``k`` nor a sum's stored terms ``STORED_TERMS``)."""
+    reductions ``k`` and ``ROW_MAX`` nor a sum's stored terms ``STORED_TERMS``)."""
     nest: list[loop.ForOp] = []
     ops = list(kernel.body.block.ops)
     while True:
         loops = [op for op in ops if isinstance(op, loop.ForOp)
-                 and op.loop_name.data not in ("k", STORED_TERMS)]
+                 and op.loop_name.data not in ("k", ROW_MAX, STORED_TERMS)]
         if len(loops) != 1:
             return nest
         nest.append(loops[0])
@@ -462,13 +462,16 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
             candidates.append([parallel])
     else:
         reductions = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
-                      and op.loop_name.data == "k"]
+                      and op.loop_name.data in ("k", ROW_MAX)]
         pool = _pool_rows(kernel, nest, reductions)
         if arch.vector and len(reductions) == 1 and reductions[0].lanes is not None:
             # a row's sum (rms_norm): its lanes as vectors too
             candidates.append([sched.Vectorize(last, lanes), sched.Vectorize("k", lanes), *pool])
         if arch.vector and any(isinstance(op, loop.ForOp) and op.loop_name.data == STORED_TERMS
                                for op in kernel.walk()):  # softmax: its exp loop too
+            if any(op.loop_name.data == ROW_MAX for op in reductions):  # and its max
+                candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(ROW_MAX, lanes),
+                                   sched.Vectorize(STORED_TERMS, lanes), *pool])
             candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(STORED_TERMS, lanes),
                                *pool])
         if arch.vector:
@@ -573,6 +576,13 @@ def _int8_dot_candidates(nest: list[loop.ForOp], kw: int, min_chunk: int
              priv("k"), priv("k"), vec("k", kw),
              sched.Parallel(tile_o, max(1, min_chunk // decode))]]
 
+
+ROW_MAX = "m"
+"""The loop of a row's max (the lowering's ``MAX_LOOP``: softmax's), vectorized
+with its exact fallback (``schedule/vectorize.py``): a sequential chain of
+``nc_maxf`` per element otherwise, the softmax's largest cost at long context.
+Measured on the Zen 4 (session 13, 1 thread, decode after 4,096): see
+``bench profile``'s softmax kernel in the README."""
 
 STORED_TERMS = "e"
 """The loop of a row kernel that stores its sum's terms first (the lowering's

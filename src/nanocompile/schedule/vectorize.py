@@ -36,6 +36,18 @@ as a branch whose taken side yields vectors), and lane-varying values of a type 
 without an exact vector form (integer data, casts), and a loop that
 loads from an argument the kernel writes (a recurrence through memory).
 
+A row's max (a loop carrying ``acc = arith.maximumf(acc, x)``: NaN-propagating,
+``nc_maxf``) is the one reduction across lanes vectorized, exactly: lane ``l``
+takes the max of the iterations ``i + l`` (the same ``nc_maxf`` per lane),
+the lanes' results and then the tail's iterations are folded into one value
+``r`` in order, and where ``r`` is NaN or zero the original loop runs again
+(``<name>_seq``) and its result is taken instead. Every ``nc_maxf`` returns
+one of its operands, so ``r`` is the init's or an element's bits; a NaN
+anywhere makes ``r`` NaN; otherwise ``r`` has the largest value, and a
+nonzero float value has one encoding, so ``r`` is the sequential result's
+bits. Only which NaN (its payload) and which zero (its sign) wins depend on
+the order, and those cases take the sequential result.
+
 A lane-varying load of bf16 data is vectorized when its every use is the
 exact widening ``arith.extf`` to f32: a ``vector<Wxbf16>`` load (``W`` bf16
 bit patterns) and one ``arith.extf`` of the vector, whose lane ``l`` is the
@@ -62,7 +74,17 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import IndexType, IntegerAttr, VectorType, bf16, f32, i8
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    StringAttr,
+    VectorType,
+    bf16,
+    f32,
+    i1,
+    i8,
+)
 from xdsl.ir import Block, Operation, SSAValue
 
 from nanocompile.dialects import loop
@@ -630,6 +652,11 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     kernel writes (``ReadsOwnWrites``: a recurrence through memory would read
     stale lanes).
 
+    A loop carrying one f32 max (``acc = arith.maximumf(acc, x)``, ``acc``
+    used nowhere else: a row's ``reduce_max``) is vectorized with an exact
+    fallback (``_vectorize_max``); it needs 3.-9. on its body and the names
+    ``<name>_tail`` and ``<name>_seq`` free.
+
     A lanes loop (``_vectorize_lanes``) instead needs: ``width`` divides its
     lanes (``RaggedLanes``) and its tail's lanes, and its tree combines the
     vectors first (``LanesTree``); a constant trip count that is a multiple of
@@ -649,6 +676,9 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
         raise ScheduleError(f"vectorize '{name}': step {target.step.data} is not 1")
     if target.lanes is not None:
         _vectorize_lanes(kernel, target, width)
+        return
+    if _max_reduction(target) is not None:
+        _vectorize_max(kernel, target, width)
         return
     if target.inits:
         raise CrossLaneReduction(f"vectorize '{name}': the loop carries {len(target.inits)} "
@@ -815,5 +845,84 @@ def _vectorize_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> N
     _insert_before(target, after)
     for old, new in zip(target.res, totals, strict=True):
         old.replace_all_uses_with(new)
+    target.detach()
+    target.erase()
+
+
+def _max_reduction(target: loop.ForOp) -> arith.MaximumfOp | None:
+    """The ``arith.maximumf(acc, x)`` that loop ``target`` carries as its one
+    value (f32, the carried value used by it alone, ``x`` not computed from
+    it), if it is such a max reduction."""
+    if len(target.inits) != 1 or target.lanes is not None or target.inits[0].type != f32:
+        return None
+    (acc,) = target.iter_args
+    last = target.body.block.last_op
+    assert isinstance(last, loop.YieldOp)
+    m = last.values[0].owner
+    if not isinstance(m, arith.MaximumfOp) or m.lhs is not acc or len(list(acc.uses)) != 1:
+        return None
+    return m
+
+
+def _vectorize_max(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> None:
+    """A max reduction (``_max_reduction``) as ``width`` lanes with an exact
+    fallback (the module docstring): a main loop over ``[lb, mid)`` carrying
+    a vector of lane maxima from a splat of the init, the lanes folded with
+    ``arith.maximumf`` in lane order (``loop.extract``), the tail loop
+    ``<name>_tail`` continuing from it, then ``loop.if`` r is NaN or zero:
+    the original loop again (``<name>_seq``), else r."""
+    name = target.loop_name.data
+    where = f"vectorize '{name}'"
+    if target.parallel is not None:
+        raise ScheduleError(f"{where}: the loop is parallel")
+    nested = [op.loop_name.data for op in target.walk() if isinstance(op, loop.ForOp)]
+    taken = _names(kernel) & (tail_names(target) | {f"{n}_seq" for n in nested})
+    if taken:
+        raise NameTaken(f"{where}: loop name(s) {sorted(taken)} already used")
+    check_no_own_reads(kernel, target, where)
+    (acc,) = target.iter_args
+    analysis = _Analysis(target, width)
+    analysis.varying.add(acc)
+    analysis.run()
+
+    lb, ub = target.lb, target.ub
+    w = arith.ConstantOp(IntegerAttr(width, IndexType()))
+    n = arith.SubiOp(ub, lb)
+    whole = arith.DivSIOp(n, w)
+    span = arith.MuliOp(whole, w)
+    mid = arith.AddiOp(lb, span)
+    _insert_before(_hoist_point(target, [lb, ub]), [w, n, whole, span, mid])
+
+    vector = VectorType(f32, [width])
+    start = loop.SplatOp(target.inits[0], width)
+    builder = _Builder(analysis)
+    body = Block(arg_types=[IndexType(), vector])
+    builder.map[target.iv] = body.args[0]
+    builder.map[acc] = body.args[1]
+    builder.block(target.body.block, body)
+    main = loop.ForOp(name, lb, mid.result, body, [start.result], width)
+    folded: list[Operation] = [loop.ExtractOp(main.res[0], 0)]
+    for lane in range(1, width):
+        extract = loop.ExtractOp(main.res[0], lane)
+        folded += [extract, arith.MaximumfOp(folded[-1].results[0], extract.result)]
+    tail = tail_loop(target, mid.result, [folded[-1].results[0]])
+    r = tail.res[0]
+    zero = arith.ConstantOp(FloatAttr(0.0, f32))
+    nan = arith.CmpfOp(r, r, "une")
+    is_zero = arith.CmpfOp(r, zero.result, "oeq")
+    true = arith.ConstantOp(IntegerAttr(1, i1))
+    slow = arith.SelectOp(nan.result, true.result, is_zero.result)
+    again = Block()
+    seq = target.clone()
+    for op in seq.walk():  # the fallback's loops: <name>_seq (unique names)
+        if isinstance(op, loop.ForOp):
+            op.properties["name"] = StringAttr(f"{op.loop_name.data}_seq")
+    again.add_ops([seq, loop.YieldOp(seq.res[0])])
+    keep = Block()
+    keep.add_op(loop.YieldOp(r))
+    fallback = loop.IfOp(slow.result, [f32], again, keep)
+    _insert_before(target, [start, main, *folded, tail, zero, nan, is_zero, true, slow,
+                            fallback])
+    target.res[0].replace_all_uses_with(fallback.res[0])
     target.detach()
     target.erase()

@@ -1,7 +1,10 @@
 // default-schedule of a softmax row kernel whose rows have a symbolic length
-// (attention's scores: past + seq keys). Its sum's lanes loop "k" cannot be
-// vectorized (its trip count is not a known multiple of 16), so it stays as
-// lowered; the loop "e" that stores the terms exp(x - max) first is
+// (attention's scores: past + seq keys). Its max (loop "m") is vectorized
+// with its exact fallback: lanes of partial maxima, folded in lane order, the
+// tail after them, and where that is NaN or zero the sequential loop again
+// ("m_seq": which NaN or zero wins is the order's). Its sum's lanes loop "k"
+// cannot be vectorized (its trip count is not a known multiple of 16), so it
+// stays as lowered; the loop "e" that stores the terms exp(x - max) first is
 // vectorized, as the row's store loop "d1" is: exp runs as nc_expf8 /
 // nc_expf16 (the model's exp, the scalar form's bits), the sum keeps its
 // order. The rows (a constant 4 here, the heads) run on the pool. Scalar: the
@@ -23,7 +26,21 @@ graph.func @softmax {
 }
 // CHECK:      loop.kernel @fused_div
 // CHECK:        loop.for "d0" {{.*}} parallel 1 {
-// CHECK:          loop.for "k"
+// CHECK:          %[[V:[^ ]+]] = loop.for "m" {{.*}} step 8 iter({{.*}}) -> (vector<8xf32>) {
+// CHECK:            arith.maximumf {{.*}} : vector<8xf32>
+// CHECK-COUNT-8:  loop.extract %[[V]]
+// CHECK:          %[[R:[^ ]+]] = loop.for "m_tail" {{.*}} -> (f32) {
+// CHECK:          %[[NAN:[^ ]+]] = arith.cmpf une, %[[R]], %[[R]] : f32
+// CHECK-NEXT:     %[[ZERO:[^ ]+]] = arith.cmpf oeq, %[[R]], %{{.*}} : f32
+// CHECK-NEXT:     %[[TRUE:[^ ]+]] = arith.constant true
+// CHECK-NEXT:     %[[SLOW:[^ ]+]] = arith.select %[[NAN]], %[[TRUE]], %[[ZERO]] : i1
+// CHECK-NEXT:     %{{.*}} = loop.if %[[SLOW]] -> (f32) {
+// CHECK-NEXT:       %[[S:[^ ]+]] = loop.for "m_seq" {{.*}} -> (f32) {
+// CHECK:              arith.maximumf {{.*}} : f32
+// CHECK:            loop.yield %[[S]] : f32
+// CHECK-NEXT:     } else {
+// CHECK-NEXT:       loop.yield %[[R]] : f32
+// CHECK-NEXT:     }
 // CHECK:          loop.for "e" {{.*}} step 8 {
 // CHECK:            math.exp {{.*}} : vector<8xf32>
 // CHECK:          loop.for "e_tail"
@@ -31,11 +48,15 @@ graph.func @softmax {
 // CHECK:          loop.for "k" {{.*}} lanes 16 iter({{.*}}) -> (f32) {
 // CHECK:          loop.for "d1" {{.*}} step 8 {
 // AVX512:       loop.for "d0" {{.*}} parallel 1 {
+// AVX512:         loop.for "m" {{.*}} step 16 iter({{.*}}) -> (vector<16xf32>) {
+// AVX512:         loop.for "m_seq"
 // AVX512:         loop.for "e" {{.*}} step 16 {
 // AVX512:           math.exp {{.*}} : vector<16xf32>
 // AVX512:         loop.for "k" {{.*}} lanes 16 iter({{.*}}) -> (f32) {
 // AVX512:         loop.for "d1" {{.*}} step 16 {
 // SCALAR:       loop.for "d0" {{.*}} parallel 1 {
+// SCALAR:         loop.for "m" {{.*}} iter({{.*}}) -> (f32) {
+// SCALAR-NOT:     loop.for "m_seq"
 // SCALAR:         loop.for "e" {{.*}} {
 // SCALAR-NOT:     vector
 // SCALAR:         loop.for "k" {{.*}} lanes 16

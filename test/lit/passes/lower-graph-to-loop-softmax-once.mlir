@@ -18,7 +18,7 @@ graph.func @softmax {
   graph.return "y" = %y : !graph.tensor<[rows, n], f32>
 }
 // CHECK:      loop.kernel @fused_div(%[[OUT:.*]]: !loop.ptr<f32>, %[[X:.*]]: !loop.ptr<f32>)
-// CHECK:        loop.for "k"
+// CHECK:        loop.for "m"
 // CHECK:          arith.maximumf
 // CHECK:        loop.for "e"
 // CHECK:          %[[E:.*]] = math.exp

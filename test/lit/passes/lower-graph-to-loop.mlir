@@ -57,8 +57,8 @@ graph.func @linear {
 
 // -----
 
-// Reductions keep the axis with size 1; max starts at -inf and takes k in
-// order. An f32 sum is a lanes loop (16 partial sums and their halving tree),
+// Reductions keep the axis with size 1; max (its loop "m") starts at -inf and
+// takes the elements in order. An f32 sum is a lanes loop (16 partial sums and their halving tree),
 // the order of a matmul's k.
 graph.func @reduce {
   %x = graph.input "x" : !graph.tensor<[seq, 8], f32>
@@ -68,7 +68,7 @@ graph.func @reduce {
 }
 // CHECK-LABEL: loop.kernel @reduce_max(
 // CHECK:         %[[INIT:.*]] = arith.constant 0xff800000 : f32
-// CHECK-NEXT:    %{{.*}} = loop.for "k" %{{.*}} = %{{[0-9]+}} to %{{[0-9]+}} iter(%[[ACC:.*]] = %[[INIT]]) -> (f32) {
+// CHECK-NEXT:    %{{.*}} = loop.for "m" %{{.*}} = %{{[0-9]+}} to %{{[0-9]+}} iter(%[[ACC:.*]] = %[[INIT]]) -> (f32) {
 // CHECK:           arith.maximumf %[[ACC]], %{{.*}} : f32
 // CHECK-LABEL: loop.kernel @reduce_sum(
 // CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32

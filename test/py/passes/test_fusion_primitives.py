@@ -581,11 +581,11 @@ def loop_names(op: Operation) -> list[str]:
 @pytest.mark.parametrize(("name", "reductions"), [("rms", 1), ("softmax", 2)])
 def test_row_reductions_run_once_per_row(name: str, reductions: int) -> None:
     """rms_norm (one sum) and softmax (a max and a sum) are one row kernel each:
-    every reduction loop runs once per row, inside the row loop ``d0`` and not
-    inside the row's store loop ``d1``."""
+    every reduction loop (a sum's ``k``, a max's ``m``) runs once per row,
+    inside the row loop ``d0`` and not inside the row's store loop ``d1``."""
     (kernel,) = fused_kernels(name).values()
     fors = [op for op in kernel.walk() if isinstance(op, loop.ForOp)]
-    ks = [op for op in fors if op.loop_name.data == "k"]
+    ks = [op for op in fors if op.loop_name.data in ("k", "m")]
     assert len(ks) == reductions
     for k in ks:
         assert loop_names(k) == ["d0"], loop_names(k)

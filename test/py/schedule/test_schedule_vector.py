@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from _arches import arch_params, missing_reason, slow_off_host
 from xdsl.context import Context
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp, VectorType
 from xdsl.parser import Parser
 
@@ -275,8 +276,11 @@ def test_vectorize_refusals_leave_the_kernel() -> None:
     # 16 lanes only (K = 20: the last group is short; K symbolic: unknown)
     for ragged in (two_projections(20, 24), _symbolic_k_projection()):
         _unchanged(lambda k: vectorize(k, "k", 8), _first_matmul(ragged), RaggedLanes)
-    # a max is no lanes loop (its order is k's): across lanes it is refused
-    _unchanged(lambda k: vectorize(k, "k", 8), _row_max(), CrossLaneReduction)
+    # a sum in sequential order is no lanes loop: across lanes it is refused; so
+    # is a max whose running value is read by anything but the next max (a
+    # row's max alone has an exact vector form: test_schedule_row_max.py)
+    _unchanged(lambda k: vectorize(k, "k", 8), _sequential_sum(), CrossLaneReduction)
+    _unchanged(lambda k: vectorize(k, "m", 8), _row_max(twice=True), CrossLaneReduction)
     vectorize(kernel, "k", 8)  # K = 16: one group of 16 lanes, two vectors of 8
     assert "vector<8xf32>" in str(kernel)
 
@@ -288,17 +292,37 @@ def _symbolic_k_projection() -> ModuleOp:
     return lower_to_loop(optimize_graph(gb.finish_module()))
 
 
-def _row_max() -> loop.KernelOp:
-    """The kernel of ``max(x, -1)``: a loop "k" carrying the running max."""
+def _row_max(twice: bool = False) -> loop.KernelOp:
+    """The kernel of ``max(x, -1)`` (its loop "m" carrying the running max); with
+    ``twice`` the running max also feeds a second max of itself."""
     gb = GraphBuilder("max")
     gb.output("out", gb.input("x", "f32", ["seq", 16]).max(-1))
     module = lower_to_loop(optimize_graph(gb.finish_module()))
     kernel = _first_matmul(module)
-    k = next(op for op in kernel.walk() if isinstance(op, loop.ForOp)
-             and op.loop_name.data == "k")
-    assert k.inits
-    assert k.lanes is None
+    m = next(op for op in kernel.walk() if isinstance(op, loop.ForOp)
+             and op.loop_name.data == "m")
+    assert m.inits
+    assert m.lanes is None
+    if twice:
+        (acc,) = m.iter_args
+        last = m.body.block.last_op
+        assert isinstance(last, loop.YieldOp)
+        again = arith.MaximumfOp(last.values[0], acc)
+        m.body.block.insert_op_before(again, last)
+        last.operands = [again.result]
     return kernel
+
+
+def _sequential_sum() -> loop.KernelOp:
+    """A loop "k" carrying a sum in index order (not a lanes loop)."""
+    return _kernel("""
+    %z = arith.constant 0.0 : f32
+    %s = loop.for "k" %j = %c0 to %c16 iter(%a = %z) -> (f32) {
+      %x = loop.load %1[%j] strides [1] : f32
+      %y = arith.addf %a, %x : f32
+      loop.yield %y : f32
+    }
+    loop.store %s, %0[%c0] strides [1] : f32""")
 
 
 LANE_KERNELS = {
