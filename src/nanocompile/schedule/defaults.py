@@ -469,7 +469,10 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
             candidates.append([sched.Vectorize(last, lanes), sched.Vectorize("k", lanes), *pool])
         if arch.vector and any(isinstance(op, loop.ForOp) and op.loop_name.data == STORED_TERMS
                                for op in kernel.walk()):  # softmax: its exp loop too
-            if any(op.loop_name.data == ROW_MAX for op in reductions):  # and its max
+            if any(op.loop_name.data == ROW_MAX for op in reductions):  # its max and sum
+                candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(ROW_MAX, lanes),
+                                   sched.Vectorize(STORED_TERMS, lanes),
+                                   sched.Vectorize("k", lanes), *pool])
                 candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(ROW_MAX, lanes),
                                    sched.Vectorize(STORED_TERMS, lanes), *pool])
             candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(STORED_TERMS, lanes),

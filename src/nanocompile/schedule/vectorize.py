@@ -99,6 +99,7 @@ from nanocompile.schedule.primitives import (
     _names,
     arg_label,
     check_no_own_reads,
+    clone_ops,
     find_loop,
     tail_loop,
     tail_names,
@@ -660,7 +661,9 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     A lanes loop (``_vectorize_lanes``) instead needs: ``width`` divides its
     lanes (``RaggedLanes``) and its tail's lanes, and its tree combines the
     vectors first (``LanesTree``); a constant trip count that is a multiple of
-    the tail (``RaggedLanes``); the name ``<name>_groups`` free when groups of
+    the tail (``RaggedLanes``), or a symbolic one in the default order (the
+    halving tree, no shorter tail: ``_vectorize_ragged_lanes``); the name
+    ``<name>_groups`` free when groups of
     the tail follow the whole blocks (``NameTaken``); f32 carried values, not
     parallel, and 2.-7. and 9. on its body (it may carry values: its lanes).
 
@@ -744,11 +747,12 @@ def _check_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int
                         f"{lanes // width} vectors of {width} lanes first (its first "
                         f"{len(across)} bit(s) must be {across} in some order)")
     lo, hi = _const(target.lb), _const(target.ub)
-    if lo is None or hi is None or (hi - lo) % order.tail != 0:
-        what = f"{lanes} lanes" if order.tail == lanes else f"the tail's {order.tail} lanes"
-        raise RaggedLanes(f"{where}: the trip count is not a known multiple of {what}")
-    if (hi - lo) % lanes and f"{target.loop_name.data}_groups" in _names(kernel):
-        raise NameTaken(f"{where}: loop name '{target.loop_name.data}_groups' already used")
+    if not _ragged(target):
+        if lo is None or hi is None or (hi - lo) % order.tail != 0:
+            what = f"{lanes} lanes" if order.tail == lanes else f"the tail's {order.tail} lanes"
+            raise RaggedLanes(f"{where}: the trip count is not a known multiple of {what}")
+        if (hi - lo) % lanes and f"{target.loop_name.data}_groups" in _names(kernel):
+            raise NameTaken(f"{where}: loop name '{target.loop_name.data}_groups' already used")
     if any(v.type != f32 for v in target.inits):
         raise NoVectorForm(f"{where}: the loop carries a non-f32 value")
     if target.parallel is not None:
@@ -804,6 +808,9 @@ def _vectorize_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> N
     bits: the scalar lanes loop's bits (``loop.ForOp``)."""
     name = target.loop_name.data
     analysis, across, inner = _check_lanes(kernel, target, width)
+    if _ragged(target):
+        _vectorize_ragged_lanes(target, analysis)
+        return
     order = target.lane_order
     assert order is not None
     chunks = order.lanes // width
@@ -842,6 +849,79 @@ def _vectorize_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> N
         total = loop.LaneSumOp(live[0], None if inner == halving_tree(width) else inner)
         after.append(total)
         totals.append(total.result)
+    _insert_before(target, after)
+    for old, new in zip(target.res, totals, strict=True):
+        old.replace_all_uses_with(new)
+    target.detach()
+    target.erase()
+
+
+def _ragged(target: loop.ForOp) -> bool:
+    """A lanes loop of symbolic trip count in the default order (the halving
+    tree, no tail of fewer lanes): ``_vectorize_ragged_lanes``' form."""
+    order = target.lane_order
+    return (order is not None and order.halving and order.tail == order.lanes
+            and (_const(target.lb) is None or _const(target.ub) is None))
+
+
+def _vectorize_ragged_lanes(target: loop.ForOp, analysis: _Analysis) -> None:
+    """A lanes loop of ``L`` lanes and symbolic trip count (``_ragged``: a
+    softmax row's sum) as ``L / W`` vectors per carried value over the whole
+    groups, ``[lb, J)`` with ``J = lb + L * floor((ub - lb) / L)``, step ``L``;
+    then its lanes as scalars (``loop.extract``), and for ``l < L - 1`` the
+    iteration ``J + l``, which updates lane ``l``, as the scalar body under a
+    ``loop.if`` on ``J + l < ub``; then the halving tree on the scalars
+    (``t[j] = p[j] + p[j + L/2]``, ...). Every lane adds the same terms in the
+    same order and the tree is the loop's: the scalar lanes loop's bits."""
+    name = target.loop_name.data
+    order = target.lane_order
+    assert order is not None
+    lanes, width = order.lanes, analysis.width
+    chunks = lanes // width
+    lb, ub = target.lb, target.ub
+    size = arith.ConstantOp(IntegerAttr(lanes, IndexType()))
+    n = arith.SubiOp(ub, lb)
+    groups = arith.DivSIOp(n, size)
+    span = arith.MuliOp(groups, size)
+    mid = arith.AddiOp(lb, span)
+    _insert_before(_hoist_point(target, [lb, ub]), [size, n, groups, span, mid])
+    setup: list[Operation] = [loop.SplatOp(v, width) for v in target.inits]
+    main = _lanes_loop(target, analysis, name, (lb, mid.result), lanes,
+                       [[op.results[0]] * chunks for op in setup])
+    after: list[Operation] = [*setup, main]
+    partials: list[list[SSAValue]] = []  # per carried value, its L lanes
+    for c in range(len(target.inits)):
+        extracts = [loop.ExtractOp(main.res[c * chunks + lane // width], lane % width)
+                    for lane in range(lanes)]
+        after += extracts
+        partials.append([e.result for e in extracts])
+    last = target.body.block.last_op
+    assert isinstance(last, loop.YieldOp)
+    body = [op for op in target.body.block.ops if op is not last]
+    for lane in range(lanes - 1):  # the iterations after the whole groups: lane J + l
+        offset = arith.ConstantOp(IntegerAttr(lane, IndexType()))
+        index = arith.AddiOp(mid, offset)
+        inside = arith.CmpiOp(index, ub, "slt")
+        then, skip = Block(), Block()
+        mapping: dict[SSAValue, SSAValue] = {target.iv: index.result, **{
+            arg: partials[c][lane] for c, arg in enumerate(target.iter_args)}}
+        clone_ops(body, mapping, then)
+        then.add_op(loop.YieldOp(*[mapping.get(v, v) for v in last.values]))
+        skip.add_op(loop.YieldOp(*[p[lane] for p in partials]))
+        branch = loop.IfOp(inside.result, [f32] * len(partials), then, skip)
+        after += [offset, index, inside, branch]
+        for c, p in enumerate(partials):
+            p[lane] = branch.res[c]
+    totals: list[SSAValue] = []
+    for p in partials:
+        live = list(p)
+        half = lanes // 2
+        while half:
+            adds = [arith.AddfOp(live[j], live[j + half]) for j in range(half)]
+            after += adds
+            live = [a.result for a in adds]
+            half //= 2
+        totals.append(live[0])
     _insert_before(target, after)
     for old, new in zip(target.res, totals, strict=True):
         old.replace_all_uses_with(new)

@@ -3,12 +3,14 @@
 // with its exact fallback: lanes of partial maxima, folded in lane order, the
 // tail after them, and where that is NaN or zero the sequential loop again
 // ("m_seq": which NaN or zero wins is the order's). Its sum's lanes loop "k"
-// cannot be vectorized (its trip count is not a known multiple of 16), so it
-// stays as lowered; the loop "e" that stores the terms exp(x - max) first is
-// vectorized, as the row's store loop "d1" is: exp runs as nc_expf8 /
-// nc_expf16 (the model's exp, the scalar form's bits), the sum keeps its
-// order. The rows (a constant 4 here, the heads) run on the pool. Scalar: the
-// pool only.
+// (16 lanes, a symbolic trip count) runs its whole groups of 16 as vectors
+// (two of 8 on AVX2, one of 16 on AVX-512), then its lanes as scalars, the
+// 15 iterations that may follow each adding to its lane under a loop.if, and
+// the halving tree (the lanes loop's order); the loop "e" that stores the
+// terms exp(x - max) first is vectorized, as the row's store loop "d1" is:
+// exp runs as nc_expf8 / nc_expf16 (the model's exp, the scalar form's bits).
+// The rows (a constant 4 here, the heads) run on the pool. Scalar: the pool
+// only.
 // RUN: nc-opt %s -p 'fuse,lower-graph-to-loop,default-schedule{arch=avx2}' | filecheck %s
 // RUN: nc-opt %s -p 'fuse,lower-graph-to-loop,default-schedule{arch=avx512}' | filecheck %s --check-prefix=AVX512
 // RUN: nc-opt %s -p 'fuse,lower-graph-to-loop,default-schedule{arch=scalar}' | filecheck %s --check-prefix=SCALAR
@@ -45,14 +47,20 @@ graph.func @softmax {
 // CHECK:            math.exp {{.*}} : vector<8xf32>
 // CHECK:          loop.for "e_tail"
 // CHECK:            math.exp {{.*}} : f32
-// CHECK:          loop.for "k" {{.*}} lanes 16 iter({{.*}}) -> (f32) {
+// CHECK:          %[[K0:[^ ]+]], %[[K1:[^ ]+]] = loop.for "k" {{.*}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>) {
+// CHECK-COUNT-2:    arith.addf {{.*}} : vector<8xf32>
+// CHECK:          loop.yield
+// CHECK-COUNT-8:  loop.extract %[[K0]]
+// CHECK-COUNT-8:  loop.extract %[[K1]]
+// CHECK-COUNT-15: loop.if
+// CHECK-COUNT-15: arith.addf {{.*}} : f32
 // CHECK:          loop.for "d1" {{.*}} step 8 {
 // AVX512:       loop.for "d0" {{.*}} parallel 1 {
 // AVX512:         loop.for "m" {{.*}} step 16 iter({{.*}}) -> (vector<16xf32>) {
 // AVX512:         loop.for "m_seq"
 // AVX512:         loop.for "e" {{.*}} step 16 {
 // AVX512:           math.exp {{.*}} : vector<16xf32>
-// AVX512:         loop.for "k" {{.*}} lanes 16 iter({{.*}}) -> (f32) {
+// AVX512:         loop.for "k" {{.*}} step 16 iter({{.*}}) -> (vector<16xf32>) {
 // AVX512:         loop.for "d1" {{.*}} step 16 {
 // SCALAR:       loop.for "d0" {{.*}} parallel 1 {
 // SCALAR:         loop.for "m" {{.*}} iter({{.*}}) -> (f32) {

@@ -12,10 +12,11 @@ Claims, each on a small projection ``out = x @ W.T`` run through the C backend:
 * vectorized by 4, 8 and 16 (each where this CPU runs it), privatized (rows,
   columns, both; before or after vectorizing), and the default projection
   candidates of each arch at 1, 2, 3 and 8 threads: the same bits;
-* ``K`` no multiple of 16 (1, 7, 20, 33) or symbolic: ``vectorize`` refuses
+* ``K`` a constant no multiple of 16 (1, 7, 20, 33): ``vectorize`` refuses
   (``RaggedLanes``) and leaves the kernel unchanged; the scalar lanes loop runs
   (its last group of lanes short) and gives the reference's bits, scheduled
-  or not;
+  or not; ``K`` symbolic: the whole groups run as vectors, the leftover
+  iterations as scalars on their lanes, the reference's bits;
 * the default projection schedule does what it says: per 16 values of ``k``,
   ``rows * columns`` FMAs on vectors and ``rows + columns`` distinct vector
   loads per vector of lanes, no packed weight;
@@ -31,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from _arches import TITLES, slow_off_host
+from _arches import TITLES, missing_reason, slow_off_host
 from _fma_reference import MATMUL_LANES, fma_f32, lanes_matmul
 from _numerics import assert_bitwise, random_f32, rng_for
 from _schedule_helpers import loop_named as _loop
@@ -356,8 +357,8 @@ def test_default_candidates_are_bitwise_at_every_thread_count(arch: Arch) -> Non
     assert len(seen) >= 2 * len(TILES)  # the row jam and the columns jam of each tile
 
 
-@pytest.mark.parametrize("k", [7, 20, "kk"])
-def test_default_schedules_fall_back_to_the_scalar_lanes_loop(k: int | str) -> None:
+@pytest.mark.parametrize("k", [7, 20])
+def test_default_schedules_fall_back_to_the_scalar_lanes_loop(k: int) -> None:
     """No whole groups of lanes: every vector candidate is refused (RaggedLanes)
     on both vector archs; what remains (the pool) runs the scalar lanes loop,
     bitwise at every thread count."""
@@ -371,17 +372,33 @@ def test_default_schedules_fall_back_to_the_scalar_lanes_loop(k: int | str) -> N
         assert _loop(kernel, "k").lanes is not None
         assert any(op.parallel is not None for op in kernel.walk()
                    if isinstance(op, loop.ForOp))
-    if isinstance(k, int):
-        _check(scheduled, k, f"fallback K={k}", THREADS)
-        return
+    _check(scheduled, k, f"fallback K={k}", THREADS)
+
+
+@pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
+def test_symbolic_k_vectorizes_with_its_lanes_as_scalars_after_the_groups(arch: Arch
+                                                                          ) -> None:
+    """K symbolic: the default tile vectorizes ``k`` over the whole groups of 16
+    (``_vectorize_ragged_lanes``), then each leftover iteration updates its
+    lane as a scalar under a ``loop.if`` and the halving tree adds the lanes:
+    the reference's bits (``lanes_matmul``) at K with and without leftovers,
+    below one group, at every thread count."""
+    reason = missing_reason(arch)
+    if reason:
+        pytest.skip(reason)
+    scheduled, refusals = schedule_loop(projection("kk"), arch)
+    assert not refusals
+    kernel = _kernel(scheduled)
+    assert f"vector<{arch.f32_lanes}xf32>" in str(kernel)
+    assert sum(isinstance(op, loop.IfOp) for op in kernel.walk()) >= 15
     program = compile_loop(scheduled, {})
-    rng = rng_for("lanes symbolic fallback", 0)
+    rng = rng_for("lanes symbolic vectorized", 0)
     for n in THREADS:
         assert program.set_threads(n) == n
-        for kk in (1, 20, 33):
+        for kk in (1, 15, 16, 17, 20, 33, 64, 100):
             x, w = _inputs(kk, 7, rng)
             assert_bitwise(_run(program, x, w, True), lanes_matmul(x, w.T),
-                           f"symbolic K={kk}, {n} threads")
+                           f"{arch.name} symbolic K={kk}, {n} threads")
 
 
 @pytest.mark.parametrize("arch", [SCALAR, AVX2, AVX512], ids=lambda a: a.name)
@@ -486,7 +503,7 @@ def test_split_and_unroll_of_a_lanes_loop_are_refused() -> None:
 
 
 def test_vectorize_needs_whole_groups_of_lanes() -> None:
-    for k in (1, 7, 20, "kk"):
+    for k in (1, 7, 20):
         kernel = _kernel(projection(k))
         _unchanged(lambda kk: vectorize(kk, "k", 8), kernel, RaggedLanes,
                    "the trip count is not a known multiple of 16 lanes")
