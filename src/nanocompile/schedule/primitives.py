@@ -352,24 +352,8 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
     _clone_body(target.body.block, mapping, inner_block)
     if lo == 0:
         _fold_tile_index(inner_block, i.result, factor, io, inner_block.args[0])
-    inner_loop = loop.ForOp(inner, zero.result, inner_ub, inner_block,
-                            list(outer_block.args[1:]))
-    outer_block.add_op(inner_loop)
-    outer_block.add_op(loop.YieldOp(*inner_loop.res))
-    outer_loop = loop.ForOp(outer, zero.result, tiles.result, outer_block, list(target.inits))
-    results = outer_loop.res
-    new_ops: list[Operation] = [outer_loop]
-    if peel and not exact:
-        span = arith.MuliOp(tiles, f)
-        tail_start = arith.AddiOp(lb, span)
-        tail = tail_loop(target, tail_start.result, list(outer_loop.res))
-        new_ops += [span, tail_start, tail]
-        results = tail.res
-    _insert_before(target, new_ops)
-    for old, new in zip(target.res, results, strict=True):
-        old.replace_all_uses_with(new)
-    target.detach()
-    target.erase()
+    _replace_by_tiles(target, (outer, inner), (outer_block, inner_block), zero.result,
+                      (tiles.result, inner_ub), 1, f.result if peel and not exact else None)
 
 
 def _split_stepped(target: loop.ForOp, factor: int, outer: str, inner: str,
@@ -417,16 +401,28 @@ def _split_stepped(target: loop.ForOp, factor: int, outer: str, inner: str,
     mapping: dict[SSAValue, SSAValue] = {target.iv: i.result, **dict(
         zip(target.iter_args, inner_block.args[1:], strict=True))}
     _clone_body(target.body.block, mapping, inner_block)
-    inner_loop = loop.ForOp(inner, zero.result, inner_ub, inner_block,
+    _replace_by_tiles(target, (outer, inner), (outer_block, inner_block), zero.result,
+                      (tiles.result, inner_ub), step, span.result if peel else None)
+
+
+def _replace_by_tiles(target: loop.ForOp, names: tuple[str, str], blocks: tuple[Block, Block],
+                      zero: SSAValue, bounds: tuple[SSAValue, SSAValue], step: int,
+                      tail_span: SSAValue | None) -> None:
+    """``split``'s last step: ``target`` replaced by the loops ``names`` (outer
+    over ``[0, bounds[0])`` tiles, inner over ``[0, bounds[1])`` by ``step``) of
+    ``blocks`` carrying its values, then, with ``tail_span`` (the index extent
+    of a tile), its copy ``<name>_tail`` from ``lb + tiles * tail_span``."""
+    outer_block, inner_block = blocks
+    inner_loop = loop.ForOp(names[1], zero, bounds[1], inner_block,
                             list(outer_block.args[1:]), step)
     outer_block.add_op(inner_loop)
     outer_block.add_op(loop.YieldOp(*inner_loop.res))
-    outer_loop = loop.ForOp(outer, zero.result, tiles.result, outer_block, list(target.inits))
+    outer_loop = loop.ForOp(names[0], zero, bounds[0], outer_block, list(target.inits))
     results = outer_loop.res
     new_ops: list[Operation] = [outer_loop]
-    if peel:
-        whole = arith.MuliOp(tiles, span)
-        tail_start = arith.AddiOp(lb, whole)
+    if tail_span is not None:
+        whole = arith.MuliOp(bounds[0], tail_span)
+        tail_start = arith.AddiOp(target.lb, whole)
         tail = tail_loop(target, tail_start.result, list(outer_loop.res))
         new_ops += [whole, tail_start, tail]
         results = tail.res

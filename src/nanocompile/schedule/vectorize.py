@@ -699,18 +699,13 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     if taken:
         raise NameTaken(f"vectorize '{name}': loop name(s) {sorted(taken)} already used")
 
-    lb, ub = target.lb, target.ub
+    lb = target.lb
     mid: Operation
     if lo is not None and hi is not None:  # constant bounds: a constant trip count
         mid = arith.ConstantOp(IntegerAttr(lo + (hi - lo) // width * width, IndexType()))
         _insert_before(target, [mid])
     else:
-        w = arith.ConstantOp(IntegerAttr(width, IndexType()))
-        n = arith.SubiOp(ub, lb)
-        whole = arith.DivSIOp(n, w)
-        span = arith.MuliOp(whole, w)
-        mid = arith.AddiOp(lb, span)
-        _insert_before(_hoist_point(target, [lb, ub]), [w, n, whole, span, mid])
+        mid = _whole_groups(target, width)
 
     builder = _Builder(analysis)
     body = Block(arg_types=[IndexType()])
@@ -724,6 +719,20 @@ def vectorize(kernel: loop.KernelOp, name: str, width: int) -> None:
     _insert_before(target, ops)
     target.detach()
     target.erase()
+
+
+def _whole_groups(target: loop.ForOp, size: int) -> arith.AddiOp:
+    """``lb + size * floor((ub - lb) / size)``, the end of ``target``'s whole
+    groups of ``size`` iterations, computed before the loop nest it sits in
+    (as far out as its bounds allow)."""
+    lb, ub = target.lb, target.ub
+    w = arith.ConstantOp(IntegerAttr(size, IndexType()))
+    n = arith.SubiOp(ub, lb)
+    whole = arith.DivSIOp(n, w)
+    span = arith.MuliOp(whole, w)
+    mid = arith.AddiOp(lb, span)
+    _insert_before(_hoist_point(target, [lb, ub]), [w, n, whole, span, mid])
+    return mid
 
 
 def _check_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int
@@ -879,12 +888,7 @@ def _vectorize_ragged_lanes(target: loop.ForOp, analysis: _Analysis) -> None:
     lanes, width = order.lanes, analysis.width
     chunks = lanes // width
     lb, ub = target.lb, target.ub
-    size = arith.ConstantOp(IntegerAttr(lanes, IndexType()))
-    n = arith.SubiOp(ub, lb)
-    groups = arith.DivSIOp(n, size)
-    span = arith.MuliOp(groups, size)
-    mid = arith.AddiOp(lb, span)
-    _insert_before(_hoist_point(target, [lb, ub]), [size, n, groups, span, mid])
+    mid = _whole_groups(target, lanes)
     setup: list[Operation] = [loop.SplatOp(v, width) for v in target.inits]
     main = _lanes_loop(target, analysis, name, (lb, mid.result), lanes,
                        [[op.results[0]] * chunks for op in setup])
@@ -965,13 +969,8 @@ def _vectorize_max(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> Non
     analysis.varying.add(acc)
     analysis.run()
 
-    lb, ub = target.lb, target.ub
-    w = arith.ConstantOp(IntegerAttr(width, IndexType()))
-    n = arith.SubiOp(ub, lb)
-    whole = arith.DivSIOp(n, w)
-    span = arith.MuliOp(whole, w)
-    mid = arith.AddiOp(lb, span)
-    _insert_before(_hoist_point(target, [lb, ub]), [w, n, whole, span, mid])
+    lb = target.lb
+    mid = _whole_groups(target, width)
 
     vector = VectorType(f32, [width])
     start = loop.SplatOp(target.inits[0], width)
