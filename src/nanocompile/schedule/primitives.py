@@ -344,14 +344,9 @@ def split(kernel: loop.KernelOp, name: str, factor: int, outer: str, inner: str,
         count = arith.MinSIOp(left, f)               # this tile's length
         outer_block.add_ops([start, left, count, base])
         inner_ub = count.result
-    inner_block = Block(arg_types=[IndexType(), *carried])
-    i = arith.AddiOp(base, inner_block.args[0])
-    inner_block.add_op(i)
-    mapping: dict[SSAValue, SSAValue] = {target.iv: i.result, **dict(
-        zip(target.iter_args, inner_block.args[1:], strict=True))}
-    _clone_body(target.body.block, mapping, inner_block)
+    inner_block, i = _tile_body(target, base.result)
     if lo == 0:
-        _fold_tile_index(inner_block, i.result, factor, io, inner_block.args[0])
+        _fold_tile_index(inner_block, i, factor, io, inner_block.args[0])
     _replace_by_tiles(target, (outer, inner), (outer_block, inner_block), zero.result,
                       (tiles.result, inner_ub), 1, f.result if peel and not exact else None)
 
@@ -395,14 +390,22 @@ def _split_stepped(target: loop.ForOp, factor: int, outer: str, inner: str,
         end = arith.MinSIOp(left, span)
         outer_block.add_ops([start, base, left, end])
         inner_ub = end.result
-    inner_block = Block(arg_types=[IndexType(), *carried])
-    i = arith.AddiOp(base, inner_block.args[0])
-    inner_block.add_op(i)
-    mapping: dict[SSAValue, SSAValue] = {target.iv: i.result, **dict(
-        zip(target.iter_args, inner_block.args[1:], strict=True))}
-    _clone_body(target.body.block, mapping, inner_block)
+    inner_block, _ = _tile_body(target, base.result)
     _replace_by_tiles(target, (outer, inner), (outer_block, inner_block), zero.result,
                       (tiles.result, inner_ub), step, span.result if peel else None)
+
+
+def _tile_body(target: loop.ForOp, base: SSAValue) -> tuple[Block, SSAValue]:
+    """The inner loop's body for ``split``: ``target``'s body at index ``base +
+    offset`` (the block's first argument), its carried values the block's
+    others; the block and the index."""
+    block = Block(arg_types=[IndexType(), *[a.type for a in target.iter_args]])
+    i = arith.AddiOp(base, block.args[0])
+    block.add_op(i)
+    mapping: dict[SSAValue, SSAValue] = {target.iv: i.result, **dict(
+        zip(target.iter_args, block.args[1:], strict=True))}
+    _clone_body(target.body.block, mapping, block)
+    return block, i.result
 
 
 def _replace_by_tiles(target: loop.ForOp, names: tuple[str, str], blocks: tuple[Block, Block],
