@@ -1,18 +1,42 @@
-"""Helpers the schedule tests share: a module's one kernel, a loop by name, a
-copy of a module with directives applied, the value of index arithmetic at
-given loop indices, and spec §5 kernel A's projection as a one-kernel module."""
+"""Helpers the schedule tests share: a module parsed from text, a module's one
+kernel, a loop by name, a copy of a module with directives applied, a refusal
+that leaves the kernel as it was, the value of index arithmetic at given loop
+indices, and spec §5 kernel A's projection as a one-kernel module."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
+from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import BlockArgument, SSAValue
+from xdsl.parser import Parser
 
 from nanocompile.compiler import lower_to_loop, optimize_graph
+from nanocompile.dialects import get_all_dialects, loop, sched
 from nanocompile.dialects import graph as g
-from nanocompile.dialects import loop, sched
 from nanocompile.frontend import GraphBuilder
 from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
+from nanocompile.schedule.primitives import ScheduleError
+
+
+def parse_module(text: str) -> ModuleOp:
+    """``text`` parsed with every nanocompile dialect registered."""
+    ctx = Context()
+    for name, factory in get_all_dialects().items():
+        ctx.register_dialect(name, factory)
+    return Parser(ctx, text).parse_module()
+
+
+def unchanged(action: Callable[[loop.KernelOp], None], kernel: loop.KernelOp,
+              error: type[ScheduleError]) -> None:
+    """``action`` on ``kernel`` raises ``error`` and leaves the kernel as it was."""
+    before = str(kernel)
+    with pytest.raises(error):
+        action(kernel)
+    assert str(kernel) == before
 
 
 def only_kernel(module: ModuleOp) -> loop.KernelOp:

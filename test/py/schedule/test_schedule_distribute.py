@@ -25,13 +25,10 @@ from __future__ import annotations
 
 import pytest
 from _arches import arch_params
-from _schedule_helpers import index_value
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
+from _schedule_helpers import index_value, only_kernel, parse_module, unchanged
 from xdsl.utils.exceptions import VerifyException
 
-from nanocompile.dialects import get_all_dialects, loop, sched
+from nanocompile.dialects import loop, sched
 from nanocompile.passes.apply_schedule import apply_directives
 from nanocompile.schedule.distribute import distribute
 from nanocompile.schedule.primitives import (
@@ -80,21 +77,10 @@ _CONTEXT = """builtin.module {{
 }}"""
 
 
-def _parse(text: str) -> ModuleOp:
-    ctx = Context()
-    for name, factory in get_all_dialects().items():
-        ctx.register_dialect(name, factory)
-    return Parser(ctx, text).parse_module()
-
-
-def _only(module: ModuleOp) -> loop.KernelOp:
-    (kernel,) = [op for op in module.ops if isinstance(op, loop.KernelOp)]
-    return kernel
-
-
 def context(heads: int, kv_heads: int, d: int) -> loop.KernelOp:
     """Attention's context: ``out[h, i, :] = sum_k p[h, i, k] * v[h / g, k, :]``."""
-    return _only(_parse(_CONTEXT.format(h=heads, kv=kv_heads, g=heads // kv_heads, d=d)))
+    text = _CONTEXT.format(h=heads, kv=kv_heads, g=heads // kv_heads, d=d)
+    return only_kernel(parse_module(text))
 
 
 def _jammed(lanes: int) -> list[sched.Directive]:
@@ -186,7 +172,7 @@ _TWO_SUMS = """builtin.module {{
 
 def _two_sums(y: str = "%u", w: str = "%v", body: str = "", parallel: str = "",
               after: str = "") -> loop.KernelOp:
-    return _only(_parse(_TWO_SUMS.format(y=y, w=w, body=body, parallel=parallel,
+    return only_kernel(parse_module(_TWO_SUMS.format(y=y, w=w, body=body, parallel=parallel,
                                          after=after)))
 
 
@@ -210,23 +196,16 @@ def test_groups_follow_shared_loads_and_carried_values() -> None:
     assert [s.value for s in stores] == [g0.res[0], g1.res[0], g1.res[1]]
 
 
-def _unchanged(action, kernel: loop.KernelOp, error: type[ScheduleError]) -> None:
-    before = str(kernel)
-    with pytest.raises(error):
-        action(kernel)
-    assert str(kernel) == before
-
-
 def test_distribute_refusals_leave_the_kernel() -> None:
-    _unchanged(lambda k: distribute(k, "k"), _two_sums(y="%x", w="%u"),  # one group
+    unchanged(lambda k: distribute(k, "k"), _two_sums(y="%x", w="%u"),  # one group
                ScheduleError)
     store = "loop.store %u, %0[%c0] strides [1] : f32"
-    _unchanged(lambda k: distribute(k, "k"), _two_sums(body=store), NotPerfectlyNested)
-    _unchanged(lambda k: distribute(k, "k"), _two_sums(parallel=" parallel 1"),
+    unchanged(lambda k: distribute(k, "k"), _two_sums(body=store), NotPerfectlyNested)
+    unchanged(lambda k: distribute(k, "k"), _two_sums(parallel=" parallel 1"),
                NestedParallel)
-    _unchanged(lambda k: distribute(k, "k"), context(2, 1, 16), LanesLoop)
+    unchanged(lambda k: distribute(k, "k"), context(2, 1, 16), LanesLoop)
     taken = _two_sums(after='\n    loop.for "k_g1" %j = %c0 to %c1 {\n    }')
-    _unchanged(lambda k: distribute(k, "k"), taken, NameTaken)
+    unchanged(lambda k: distribute(k, "k"), taken, NameTaken)
 
 
 @pytest.mark.parametrize("peel", [False, True])
@@ -235,7 +214,7 @@ def test_distribute_refusals_leave_the_kernel() -> None:
     (0, 96, 16, 3)])
 def test_split_of_a_stepped_loop_visits_the_same_indices(lb: int, ub: int, step: int,
                                                           factor: int, peel: bool) -> None:
-    kernel = _only(_parse(f"""builtin.module {{
+    kernel = only_kernel(parse_module(f"""builtin.module {{
   loop.kernel @k(%0: !loop.ptr<f32>) syms [] access ["w"] footprints [#loop.fp<[128], [1]>] {{
     %lb = arith.constant {lb} : index
     %ub = arith.constant {ub} : index

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _arches import arch_params
+from _schedule_helpers import scheduled_copy
 from xdsl.dialects.builtin import ModuleOp
 
 from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph, schedule_loop
@@ -30,7 +31,6 @@ from nanocompile.dialects import loop, sched
 from nanocompile.frontend.composites import softmax
 from nanocompile.frontend.tensor import GraphBuilder
 from nanocompile.interpreter import run_graph
-from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
 from nanocompile.targets.arch import Arch
 
 ROWS = 24
@@ -93,14 +93,6 @@ def row_max_module(rows: int) -> ModuleOp:
     return lower_to_loop(optimize_graph(gb.finish_module()))
 
 
-def _scheduled(module: ModuleOp, directives: list[sched.Directive]) -> ModuleOp:
-    out = module.clone()
-    (kernel,) = [op for op in out.ops if isinstance(op, loop.KernelOp)]
-    replace_kernel(out, kernel, apply_directives(kernel, directives, out, []), [])
-    out.verify()
-    return out
-
-
 LENGTHS = (1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 100, 129)
 
 
@@ -108,7 +100,7 @@ LENGTHS = (1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 100, 129)
                                   if a.values[0].vector])
 def test_vectorized_row_max_is_bitwise(arch: Arch) -> None:
     module = row_max_module(ROWS)
-    scheduled = _scheduled(module, [sched.Vectorize("m", arch.f32_lanes),
+    scheduled = scheduled_copy(module, [sched.Vectorize("m", arch.f32_lanes),
                                     sched.Parallel("d0")])
     names = [op.loop_name.data for op in scheduled.walk() if isinstance(op, loop.ForOp)]
     assert names == ["d0", "d1", "m", "m_tail", "m_seq"], names  # d1: the kept axis of 1

@@ -13,6 +13,7 @@ import re
 import numpy as np
 import pytest
 from _arches import arch_params, missing_reason, slow_off_host
+from _schedule_helpers import unchanged as _unchanged
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp, VectorType
@@ -30,7 +31,6 @@ from nanocompile.schedule.primitives import (
     DynamicTripCount,
     NotPerfectlyNested,
     ReadsOwnWrites,
-    ScheduleError,
 )
 from nanocompile.schedule.privatize import privatize
 from nanocompile.schedule.vectorize import (
@@ -256,13 +256,6 @@ def test_pack_relays_the_weight_and_keeps_the_bytes() -> None:
     compiled = compile_loop(module, weights)
     relaid = compiled._packed[("w1", 8)]
     assert np.array_equal(relaid[2, 5], weights["w1"][16:24, 5])  # P[n/8, k, n%8] = W[n, k]
-
-
-def _unchanged(action, kernel: loop.KernelOp, error: type[ScheduleError]) -> None:
-    before = str(kernel)
-    with pytest.raises(error):
-        action(kernel)
-    assert str(kernel) == before
 
 
 def test_vectorize_refusals_leave_the_kernel() -> None:
