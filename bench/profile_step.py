@@ -6,9 +6,12 @@ profiling C entry (timing every launch and the whole entry). Printed per
 step: the wall time of the whole ``Engine.forward`` call (as generation calls
 it), the time inside kernels, and the rest, split into the time outside the C
 entry (Python, ctypes, argument checks, with ``--kv inputs`` the KV-cache
-copy) and between the launches inside it (the requirement checks, return
-codes and the profiler's own clock reads, ~50 ns each, two per launch), then
-the kernel time by kernel, largest first. Medians over ``--rounds``; appended
+copy) and inside it outside the launches (the entry's requirement checks;
+the profiler reads the clock once between two launches and counts the read
+in the launch before it, ~25 ns a launch: the plain entry reads no clock),
+then the kernel time by kernel, largest first. A decode step's launches are
+copied out after the timed call (a longer prompt's steps, each before the
+next step overwrites them). Medians over ``--rounds``; appended
 to bench/results.jsonl (kind "profile").
 
 ``--weights bf16`` compiles the bf16-weight graph bound to the snapshot's
@@ -100,11 +103,14 @@ def _profiled_state_forward(engine: Any, program: Any, ids: list[int], cache: An
     ns = program.profile_slots()
     copies: list[np.ndarray] = []
     step = runner.step
+    steps = 0
 
     def profiled(*args: Any) -> Any:  # each step of a prompt longer than a chunk
-        out = step(*args)
-        copies.append(ns.copy())  # a memcpy in the timed call; the lists after it
-        return out
+        nonlocal steps
+        if steps:  # the step before this one's launches, before they are overwritten
+            copies.append(ns.copy())
+        steps += 1
+        return step(*args)
 
     runner.profile = ns
     runner.step = profiled
@@ -115,6 +121,8 @@ def _profiled_state_forward(engine: Any, program: Any, ids: list[int], cache: An
     finally:
         runner.profile = None
         del runner.step  # the class's method again
+    if steps:  # the last step's, copied outside the timed call (a decode step's only one)
+        copies.append(ns.copy())
     steps = [[*zip(program.spec.launches, (int(v) for v in c), strict=False), (ENTRY, int(c[-1]))]
              for c in copies]
     return wall, _summed(steps)
@@ -219,8 +227,8 @@ def main(args: argparse.Namespace) -> int:
               f"{r['outside_ms']:.3f} ms [min {r['outside_min_ms']:.3f}, max "
               f"{r['outside_max_ms']:.3f}], {r['launches']} launches")
         print(f"    outside the C entry (Python, ctypes) {r['outside_entry_ms']:.3f} ms "
-              f"[min {r['outside_entry_min_ms']:.3f}], between launches in C (checks, the "
-              f"profiler's clock reads) {r['between_launches_ms']:.3f} ms")
+              f"[min {r['outside_entry_min_ms']:.3f}], in the C entry outside the launches "
+              f"(its checks) {r['between_launches_ms']:.3f} ms")
         for name, ms in list(r["by_kernel_ms"].items())[:8]:
             print(f"    {name:<20} {ms:8.2f} ms  {100 * ms / r['kernels_ms']:5.1f} %")
     if not args.no_append:

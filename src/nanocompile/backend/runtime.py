@@ -27,8 +27,9 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -506,6 +507,7 @@ class StepRunner:
         base = self._arena.ctypes.data
         self._offsets = (ctypes.c_int64 * max(1, len(plan.offsets)))(*plan.offsets)
         self._ids = allocate(f"input '{self.input_name}'", max_seq, _np(in_spec.dtype))
+        self._ids_c = np.ctypeslib.as_ctypes(self._ids)  # the same memory, stored by ctypes
         self._allocate_outputs(sig, bindings)
         io = type(program._io_array).from_buffer_copy(program._io_array)
         for slot, kind, bname in program._per_call:
@@ -519,9 +521,35 @@ class StepRunner:
         self._past_slot = symbols.index("past")
         self._args = (ctypes.addressof(self._syms), ctypes.addressof(self._io),
                       base + (-base % 64), ctypes.addressof(self._offsets))
-        # set to ``program.profile_slots()``: each step runs the profiling entry, which
-        # writes each launch's nanoseconds there, then the entry's (``bench profile``)
-        self.profile: np.ndarray | None = None
+        # a one-token step's outputs (decode): made once, so such a step builds no views
+        self._one = MappingProxyType({name: out[:1] if self._seq_major[name] else out
+                                      for name, out in self.outputs.items()})
+        # the entries again, as objects of the runner's own with no argument types: a
+        # step passes them its prepared pointers as they are (no conversion per call)
+        name = sig.name
+        self._run = _untyped(program._lib, f"nc_run_{name}")
+        self._run_profiled = _untyped(program._lib, f"nc_profile_{name}")
+        self._pointers = tuple(ctypes.c_void_p(a) for a in self._args)
+        self._profile: np.ndarray | None = None
+        self._profiled_pointers = self._pointers
+
+    @property
+    def profile(self) -> np.ndarray | None:
+        """Set to ``program.profile_slots()``: each step runs the profiling entry,
+        which writes each launch's nanoseconds there, then the entry's (``bench
+        profile``); None (the default): the plain entry."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, ns: np.ndarray | None) -> None:
+        want = (self.program.launches + 1,)
+        if ns is not None and (ns.dtype != np.int64 or ns.shape != want
+                               or not ns.flags.c_contiguous or not ns.flags.writeable):
+            raise ArgumentError(f"profile: expected a writeable int64{list(want)} "
+                                "(program.profile_slots())")
+        self._profile = ns
+        self._profiled_pointers = self._pointers if ns is None else \
+            (*self._pointers, ctypes.c_void_p(ns.ctypes.data))
 
     def _check_signature(self, sig: Signature, states: Mapping[str, np.ndarray]) -> TensorSpec:
         """The token vector's spec, after checking the program has the runner's form."""
@@ -576,25 +604,46 @@ class StepRunner:
             shape = [d.evaluate(bindings) for d in spec.shape]
             self.outputs[oname] = self.program.new_output(oname, shape, _np(spec.dtype))
 
-    def step(self, ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
+    def step(self, ids: np.ndarray | Sequence[int], past: int) -> Mapping[str, np.ndarray]:
         """Run ``ids`` (at most ``max_seq`` of them) after ``past`` cached
-        positions; the states are updated in place."""
+        positions; the states are updated in place. Returns read-only views of
+        the outputs (valid until the next step; a one-token step returns the
+        same mapping every time).
+
+        A decode step runs this after a step that streamed the weights through
+        every cache, where each line of Python costs ~10x its warm time
+        (``bench profile``'s time outside the kernels): a one-token step
+        therefore does no more than store the id and the two symbols, call the
+        entry and check its code."""
         n = len(ids)
-        if not 0 < n <= self.max_seq:
-            raise ArgumentError(f"a step takes 1 to {self.max_seq} tokens, got {n}")
-        self._ids[:n] = ids
-        self._syms[self._seq_slot] = n
-        self._syms[self._past_slot] = past
+        if n == 1:
+            self._ids_c[0] = ids[0]
+            outputs = self._one
+        else:
+            if not 0 < n <= self.max_seq:
+                raise ArgumentError(f"a step takes 1 to {self.max_seq} tokens, got {n}")
+            self._ids[:n] = ids
+            outputs = MappingProxyType({name: out[:n] if self._seq_major[name] else out
+                                        for name, out in self.outputs.items()})
+        syms = self._syms
+        syms[self._seq_slot] = n
+        syms[self._past_slot] = past
         program = self.program
-        ns = self.profile
         with program._lock:
-            rc = program._entry(*self._args) if ns is None else \
-                program._profile_entry(*self._args, ns.ctypes.data)
+            rc = self._run(*self._pointers) if self._profile is None else \
+                self._run_profiled(*self._profiled_pointers)
         program.calls += 1
         if rc != 0:
             raise program._error(rc)
-        return {name: out[:n] if self._seq_major[name] else out
-                for name, out in self.outputs.items()}
+        return outputs
+
+
+def _untyped(lib: ctypes.CDLL, name: str) -> Any:
+    """A new function object for ``name`` returning int32, with no argument types:
+    called with ``ctypes.c_void_p`` objects only."""
+    fn = lib[name]
+    fn.restype = ctypes.c_int32
+    return fn
 
 
 def _bind_state(name: str, spec: TensorSpec, value: np.ndarray,

@@ -203,6 +203,15 @@ class Engine:
         ``fresh=False`` may return the step runner's output buffer itself
         (valid until the cache's next step: a sampler that reads it at once
         saves the copy)."""
+        if (cache is not None and type(token_ids) is list and len(token_ids) == 1
+                and type(token_ids[0]) is int and cache.length < cache.capacity):
+            # a decode step: straight to the cache's step runner (see StepRunner.step)
+            runner = cache.runners.get(id(self.backend))
+            if runner is not None and self.kv == "state":
+                cache.tokens_run += 1
+                logits = runner.step(token_ids, cache.length)["logits"]
+                cache.length += 1
+                return logits.copy() if fresh else logits
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
         if cache is None:
             cache = self.new_cache(len(ids))

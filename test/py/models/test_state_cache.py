@@ -240,3 +240,43 @@ def test_step_runner_profiles_each_launch_and_the_entry(tiny_bf16: Pair) -> None
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     assert (ns[:-1] > 0).all()
     assert ns[-1] >= ns[:-1].sum()  # the entry's span holds every launch
+
+
+def test_one_token_steps_take_the_short_path_with_the_same_bits(tiny_bf16: Pair) -> None:
+    """A decode step (one token id) skips the general path's checks and views:
+    the runner's one-token step returns the same read-only mapping each time,
+    and ``Engine.forward`` of a list of one int goes straight to the runner;
+    both give the bits of the general path (the ids as an array, two at a
+    time in the runner, a cache of its own), keep the cache's length and count, and refuse what the
+    general path refuses."""
+    from nanocompile.inference.engine import CacheFullError
+
+    caches, other = _caches(tiny_bf16, 8), _caches(tiny_bf16, 8)
+    runner = StepRunner(tiny_bf16.state, caches, max_seq=4)
+    general = StepRunner(tiny_bf16.state, other, max_seq=4)
+    runner.step([3, 9], 0)
+    general.step(np.array([3, 9]), 0)
+    first = runner.step([11], 2)
+    assert runner.step([12], 3) is first  # made once
+    with pytest.raises(TypeError):
+        first["logits"] = np.zeros(1)  # type: ignore[index]
+    want = general.step(np.array([11, 12]), 2)["logits"]  # the last position's: 12's
+    np.testing.assert_array_equal(first["logits"].view(np.uint32), want.view(np.uint32))
+    for got, exp in ((caches["key_cache"], other["key_cache"]),
+                     (caches["value_cache"], other["value_cache"])):
+        np.testing.assert_array_equal(got[:, :, :4].view(np.uint32), exp[:, :, :4].view(np.uint32))
+
+    engine = Engine(tiny_bf16.snap.config, CompiledBackend(tiny_bf16.state), chunk=4, kv="state")
+    fast, slow = engine.new_cache(5), engine.new_cache(5)
+    engine.forward([3, 9, 11], fast)
+    engine.forward([3, 9, 11], slow)
+    a = engine.forward([12], fast)  # a list of one int: the short path
+    b = engine.forward(np.array([12]), slow)
+    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert (fast.length, fast.tokens_run) == (slow.length, slow.tokens_run) == (4, 4)
+    assert a is not engine.forward([13], fast, fresh=True)  # fresh: a copy
+    with pytest.raises(CacheFullError, match="exceed its capacity 5"):
+        engine.forward([14], fast)
+    assert fast.length == 5
+    with pytest.raises(ArgumentError, match="profile: expected a writeable int64"):
+        runner.profile = np.zeros(3, np.int64)
