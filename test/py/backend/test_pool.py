@@ -142,6 +142,7 @@ int32_t t_bad_calls(void) {
 }
 
 int64_t t_created(void) { return atomic_load(&nc_pool_g.created); }
+uint32_t t_tag(void) { return nc_pool_tag(); }
 int32_t t_running(void) { return atomic_load(&nc_pool_g.threads); }
 """
 
@@ -238,6 +239,7 @@ class Harness:
             ("t_control_inside", i32, [i64, i32p]),
             ("t_bad_calls", i32, []),
             ("t_created", i64, []),
+            ("t_tag", ctypes.c_uint32, []),
             ("t_running", i32, []),
         ):
             fn = getattr(lib, name)
@@ -282,8 +284,23 @@ def physical_cores() -> int:
     return min(len(pairs), MAX_THREADS)
 
 
-def task_count() -> int:
-    return len(os.listdir("/proc/self/task"))
+def thread_names() -> list[str]:
+    """The names of this process's threads (one that ends while being read is left out)."""
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            names.append(Path(f"/proc/self/task/{tid}/comm").read_text().strip())
+        except OSError:
+            continue
+    return names
+
+
+def pool_threads(harness: Harness) -> int:
+    """The harness pool's worker threads now running, counted by the operating system
+    (by their names: other threads of this process, which other tests may start or
+    end meanwhile, are not counted)."""
+    prefix = f"ncpool{harness.lib.t_tag():05x}-"
+    return sum(name.startswith(prefix) for name in thread_names())
 
 
 @pytest.fixture(scope="module")
@@ -424,38 +441,31 @@ def test_concurrent_callers_take_turns(harness: Harness) -> None:
 
 def test_set_threads_up_and_down(harness: Harness) -> None:
     harness.pool.shutdown()
-    base = task_count()
-    workers = 0
+    assert pool_threads(harness) == 0
     for threads in (1, 2, 8, 3, 1, 8, 2):
-        # the tasks just before the call: another thread of this process (a test
-        # before this one in the same worker) may have ended since ``base``
-        before = task_count()
         assert harness.pool.set_threads(threads) == threads
         assert harness.pool.threads() == threads
-        assert task_count() == before + (threads - 1) - workers
-        workers = threads - 1
+        assert pool_threads(harness) == threads - 1
         _, chunks = harness.visit(10**5, 1)
         assert [tid for _, _, tid in chunks] == list(range(threads))
-    before = task_count()
     harness.pool.shutdown()
-    assert task_count() == before - workers
-    assert task_count() <= base
+    assert pool_threads(harness) == 0
     assert harness.lib.t_running() == 0
 
 
 def test_shutdown_twice_then_restart_lazily(harness: Harness) -> None:
     harness.pool.set_threads(3)
     harness.pool.shutdown()
-    base = task_count()
+    assert pool_threads(harness) == 0
     harness.pool.shutdown()
-    assert task_count() == base
+    assert pool_threads(harness) == 0
     assert harness.pool.threads() == 3  # the count it will start with
     created = harness.lib.t_created()
     visits, chunks = harness.visit(1000, 1)  # the first parallel loop starts the workers
     assert np.all(visits == 1)
     assert len(chunks) == 3
     assert harness.lib.t_created() == created + 2
-    assert task_count() == base + 2
+    assert pool_threads(harness) == 2
 
 
 def test_tiny_loops_never_start_the_pool(harness: Harness) -> None:
@@ -473,12 +483,12 @@ def test_tiny_loops_never_start_the_pool(harness: Harness) -> None:
 def test_back_to_back_loops_reuse_the_workers(harness: Harness, threads: int) -> None:
     """10^4 loops from C and 10^4 from Python: no thread created, none left over."""
     harness.pool.set_threads(threads)
-    before, created = task_count(), harness.lib.t_created()
+    before, created = pool_threads(harness), harness.lib.t_created()
     assert harness.lib.t_repeat(10**4, 4096, 1) == 10**4 * 4096
     for _ in range(10**4):
         assert harness.lib.t_repeat(1, 64, 1) == 64
     assert harness.lib.t_created() == created
-    assert task_count() == before
+    assert pool_threads(harness) == before
 
 
 def test_fork_child_restarts_the_workers(harness: Harness) -> None:

@@ -160,6 +160,24 @@ static void nc_pool_run_chunk(int64_t n, int32_t k, int32_t i, nc_task_fn fn, vo
   --nc_pool_depth;
 }
 
+/* a worker's name, as ps -L, top -H and gdb show it: "ncpool<tag>-<id>", the tag
+   (20 bits of this library's pool's address, in hex) telling the pools of two
+   libraries in one process apart; given by the thread that creates the worker,
+   so it holds when the start returns (glibc's, declared here: this file asks
+   for POSIX only) */
+extern int pthread_setname_np(pthread_t thread, const char *name);
+
+static unsigned nc_pool_tag(void) {
+  return (unsigned)(((uintptr_t)&nc_pool_g >> 6) & 0xFFFFFu);
+}
+
+static void nc_pool_name(pthread_t thread, int32_t id) {
+  char name[16];
+  snprintf(name, sizeof name, "ncpool%05x-%u", nc_pool_tag() & 0xFFFFFu,
+           (unsigned)id & 0xFFu); /* id < NC_POOL_MAX_THREADS (256): 15 characters */
+  (void)pthread_setname_np(thread, name); /* a name is a courtesy: no failure */
+}
+
 static void *nc_pool_worker(void *arg) {
   const int32_t id = (int32_t)(intptr_t)arg;
   nc_pool_tid = id;
@@ -312,6 +330,7 @@ static int32_t nc_pool_start_locked(void) {
   int32_t made = 1;
   while (made < want && pthread_create(&nc_pool_g.tid[made], NULL, nc_pool_worker,
                                        (void *)(intptr_t)made) == 0) {
+    nc_pool_name(nc_pool_g.tid[made], made);
     ++made;
     atomic_fetch_add(&nc_pool_g.created, 1);
   }
