@@ -10,8 +10,8 @@ stores both in one JSON file per key, next to the libraries of the gcc cache
 The key (``program_key``) hashes everything the result depends on: the graph
 as printed, the compile options (with the weight format's pass), the arch the
 schedules are chosen for, the CPU (``gcc.cpu_identity``) and the compiler
-itself (every ``.py`` file of the ``nanocompile`` package,
-``compiler_source_hash``). gcc's own key is computed
+itself (every source file of the ``nanocompile`` package, its C runtime
+included: ``compiler_source_hash``). gcc's own key is computed
 from the stored source when the library is looked up, as on a cold start.
 
 The file holds ``{"key", "sha256", "payload"}``: an entry verifies only if it
@@ -55,16 +55,29 @@ class EntryError(ValueError):
     """A cache entry that does not hold a well-formed program."""
 
 
-@functools.cache
-def compiler_source_hash() -> str:
-    """sha256 over the path and bytes of every ``.py`` file of the package, once
-    per process: any change to the compiler changes every key."""
-    root = Path(__file__).resolve().parent.parent
+def source_files(root: Path | None = None) -> list[Path]:
+    """Every file of the package at ``root`` (default: this one) but Python's
+    bytecode, sorted: the ``.py`` files and the data the compiler pastes into its
+    output (the thread pool's C, ``targets/c_runtime/pool.c``)."""
+    root = Path(__file__).resolve().parent.parent if root is None else root
+    return sorted(p for p in root.rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+
+
+def source_hash(root: Path) -> str:
+    """sha256 over the relative path and bytes of every ``source_files(root)``."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in source_files(root):
         digest.update(str(path.relative_to(root)).encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+@functools.cache
+def compiler_source_hash() -> str:
+    """``source_hash`` of this package, once per process: any change to the
+    compiler, its C runtime included, changes every key."""
+    return source_hash(Path(__file__).resolve().parent.parent)
 
 
 def program_key(graph_text: str, *, fuse: bool, schedule: bool, arch: str,

@@ -271,6 +271,29 @@ def test_program_key_covers_each_part() -> None:
         assert program_cache.program_key(**{**base, name: value}) != key, name  # type: ignore[arg-type]
 
 
+def test_the_compilers_hash_covers_its_c_runtime(tmp_path: Path) -> None:
+    """The key's compiler part hashes the C the compiler pastes into its output
+    (the thread pool's) besides the ``.py`` files, and no bytecode: a changed
+    ``pool.c`` once left the cache serving programs with the pool before it."""
+    package = Path(program_cache.__file__).resolve().parent.parent
+    names = {str(p.relative_to(package)) for p in program_cache.source_files()}
+    assert "targets/c_runtime/pool.c" in names
+    assert "backend/program_cache.py" in names
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    (tmp_path / "runtime").mkdir()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "runtime" / "pool.c").write_text("int f(void);\n")
+    before = program_cache.source_hash(tmp_path)
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert program_cache.source_hash(tmp_path) == before
+    (tmp_path / "runtime" / "pool.c").write_text("int g(void);\n")
+    changed = program_cache.source_hash(tmp_path)
+    assert changed != before
+    (tmp_path / "runtime" / "pool.c").rename(tmp_path / "pool.c")  # the same bytes elsewhere
+    assert program_cache.source_hash(tmp_path) not in (before, changed)
+
+
 def test_unwritable_cache_still_compiles(fresh: Path, tiny: dict,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A store that fails (a read-only disk) costs only the next warm start."""
