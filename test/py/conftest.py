@@ -14,6 +14,7 @@ tokenizer files itself, so a changed tokenizer builder never meets a stale copy.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,14 @@ from nanocompile.tokenizer.build import write_tokenizer_files
 # the tests schedule by hand: a developer's `nanocompile tune` records never reach them
 # (the tuner's own tests point NANOCOMPILE_TUNING at a file of their own)
 os.environ["NANOCOMPILE_TUNING"] = "off"
+
+# With PYTHONDONTWRITEBYTECODE set (as on some machines here) pytest rewrites the
+# asserts of every test module again in each process, ~6 s of a 13 s collection:
+# bytecode is written, under .pytest_cache rather than beside the sources
+if sys.dont_write_bytecode:
+    sys.dont_write_bytecode = False
+    if sys.pycache_prefix is None:
+        sys.pycache_prefix = str(Path(__file__).resolve().parents[2] / ".pytest_cache" / "pycache")
 
 SYNTH_SEED = 0
 CACHED_FILES = ("config.json", "generation_config.json", "model.safetensors")
