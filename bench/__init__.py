@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 COMMAND_MODULES: tuple[str, ...] = ("bench.probe", "bench.run", "bench.plot", "bench.matmul",
                                     "bench.profile_step", "bench.memory", "bench.quality",
-                                    "bench.context", "bench.streams")
+                                    "bench.context", "bench.streams", "bench.growth")
 
 
 class BenchError(Exception):
