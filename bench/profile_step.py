@@ -103,13 +103,13 @@ def _profiled_state_forward(engine: Any, program: Any, ids: list[int], cache: An
     ns = program.profile_slots()
     copies: list[np.ndarray] = []
     step = runner.step
-    steps = 0
+    calls = 0
 
     def profiled(*args: Any) -> Any:  # each step of a prompt longer than a chunk
-        nonlocal steps
-        if steps:  # the step before this one's launches, before they are overwritten
+        nonlocal calls
+        if calls:  # the step before this one's launches, before they are overwritten
             copies.append(ns.copy())
-        steps += 1
+        calls += 1
         return step(*args)
 
     runner.profile = ns
@@ -121,7 +121,7 @@ def _profiled_state_forward(engine: Any, program: Any, ids: list[int], cache: An
     finally:
         runner.profile = None
         del runner.step  # the class's method again
-    if steps:  # the last step's, copied outside the timed call (a decode step's only one)
+    if calls:  # the last step's, copied outside the timed call (a decode step's only one)
         copies.append(ns.copy())
     steps = [[*zip(program.spec.launches, (int(v) for v in c), strict=False), (ENTRY, int(c[-1]))]
              for c in copies]

@@ -55,11 +55,13 @@ class EntryError(ValueError):
     """A cache entry that does not hold a well-formed program."""
 
 
-def source_files(root: Path | None = None) -> list[Path]:
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the nanocompile package
+
+
+def source_files(root: Path = PACKAGE_ROOT) -> list[Path]:
     """Every file of the package at ``root`` (default: this one) but Python's
     bytecode, sorted: the ``.py`` files and the data the compiler pastes into its
     output (the thread pool's C, ``targets/c_runtime/pool.c``)."""
-    root = Path(__file__).resolve().parent.parent if root is None else root
     return sorted(p for p in root.rglob("*")
                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
 
@@ -77,7 +79,7 @@ def source_hash(root: Path) -> str:
 def compiler_source_hash() -> str:
     """``source_hash`` of this package, once per process: any change to the
     compiler, its C runtime included, changes every key."""
-    return source_hash(Path(__file__).resolve().parent.parent)
+    return source_hash(PACKAGE_ROOT)
 
 
 def program_key(graph_text: str, *, fuse: bool, schedule: bool, arch: str,

@@ -519,8 +519,6 @@ class StepRunner:
             *[bindings[s] for s in symbols])
         self._seq_slot = symbols.index(self.seq_symbol)
         self._past_slot = symbols.index("past")
-        self._args = (ctypes.addressof(self._syms), ctypes.addressof(self._io),
-                      base + (-base % 64), ctypes.addressof(self._offsets))
         # a one-token step's outputs (decode): made once, so such a step builds no views
         self._one = MappingProxyType({name: out[:1] if self._seq_major[name] else out
                                       for name, out in self.outputs.items()})
@@ -529,7 +527,9 @@ class StepRunner:
         name = sig.name
         self._run = _untyped(program._lib, f"nc_run_{name}")
         self._run_profiled = _untyped(program._lib, f"nc_profile_{name}")
-        self._pointers = tuple(ctypes.c_void_p(a) for a in self._args)
+        self._pointers = tuple(ctypes.c_void_p(a) for a in (
+            ctypes.addressof(self._syms), ctypes.addressof(self._io), base + (-base % 64),
+            ctypes.addressof(self._offsets)))
         self._profile: np.ndarray | None = None
         self._profiled_pointers = self._pointers
 
