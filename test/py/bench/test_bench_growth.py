@@ -1,16 +1,20 @@
 """bench/growth.py (``python -m bench growth``): decode steps after a short and
-after a long prompt, alternated in pairs; the record's numbers come from the
-steps it holds."""
+after a long prompt, alternated in pairs, nanocompile and llama.cpp the same way;
+the record's numbers come from the steps it holds."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from bench import main
-from bench.growth import GATE, summarize
+from bench.growth import GATE, paired_steps, summarize
+from bench.llama_engine import NOT_INSTALLED
+
+HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
 
 def test_summary_of_known_steps() -> None:
@@ -24,21 +28,69 @@ def test_summary_of_known_steps() -> None:
     assert r["gate"] == GATE
 
 
+def test_pairs_alternate_and_engines_take_turns() -> None:
+    calls: list[str] = []
+
+    def step(label: str):  # type: ignore[no-untyped-def]
+        return lambda: calls.append(label)
+
+    gens = {e: (step(f"{e}-short"), step(f"{e}-long")) for e in ("a", "b", "c")}
+    times = paired_steps(gens, 4)  # type: ignore[arg-type]
+    assert calls == [
+        "a-short", "a-long", "b-short", "b-long", "c-short", "c-long",  # pair 0: a b c
+        "b-long", "b-short", "c-long", "c-short", "a-long", "a-short",  # pair 1: b c a, swapped
+        "c-short", "c-long", "a-short", "a-long", "b-short", "b-long",  # pair 2: c a b
+        "a-long", "a-short", "b-long", "b-short", "c-long", "c-short",  # pair 3: a b c again
+    ]
+    assert {e: (len(s), len(lg)) for e, (s, lg) in times.items()} == {
+        "a": (4, 4), "b": (4, 4), "c": (4, 4)}
+    assert all(t >= 0 for s, lg in times.values() for t in s + lg)
+
+
 def test_a_tiny_run_is_recorded(tiny_snapshot: Path, tmp_path: Path,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "results.jsonl"
     assert main(["growth", "--model", str(tiny_snapshot), "--short", "3", "--long", "20",
-                 "--steps", "4", "--threads", "1,2", "--out", str(out)]) == 0
+                 "--steps", "4", "--threads", "1,2", "--weights", "bf16,f32",
+                 "--out", str(out)]) == 0
     record = json.loads(out.read_text())
     assert record["kind"] == "growth"
     payload = record["payload"]
     assert (payload["short"], payload["long"], payload["steps"]) == (3, 20, 4)
-    for t in ("1", "2"):
-        r = payload["by_threads"][t]
-        assert len(r["short_steps"]) == len(r["long_steps"]) == 4
-        assert r["short_ms"]["n"] == 4
-        assert r["long_ms"]["minimum"] > 0
-    assert "within 1.15x in" in capsys.readouterr().out
+    assert payload["engines"] == ["nanocompile-bf16", "nanocompile-f32"]
+    for engine in payload["engines"]:
+        assert payload["details"][engine]["weights"] == engine.split("-")[1]
+        for t in ("1", "2"):
+            r = payload["by_engine"][engine][t]
+            assert len(r["short_steps"]) == len(r["long_steps"]) == 4
+            assert r["short_ms"]["n"] == 4
+            assert r["long_ms"]["minimum"] > 0
+            assert r["ratio_of_medians"] == pytest.approx(
+                r["long_ms"]["median"] / r["short_ms"]["median"])
+    printed = capsys.readouterr().out
+    assert printed.count("within 1.15x in") == 4
+    assert "nanocompile-f32, 2 thread(s): decode after 3 " in printed
+
+
+@pytest.mark.skipif(not HAS_LLAMA, reason=NOT_INSTALLED)
+def test_llama_cpp_is_measured_the_same_way(tiny_snapshot: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("NANOCOMPILE_HOME", str(tmp_path / "home"))  # its GGUF outside the repo
+    monkeypatch.setenv("NANOCOMPILE_THREADS", "3")
+    out = tmp_path / "results.jsonl"
+    assert main(["growth", "--model", str(tiny_snapshot), "--engines", "llama-f32,nanocompile",
+                 "--short", "3", "--long", "20", "--steps", "3", "--threads", "1",
+                 "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())["payload"]
+    assert payload["engines"] == ["llama-f32", "nanocompile-bf16"]
+    assert payload["details"]["llama-f32"]["kv_cache"] == "f32"
+    r = payload["by_engine"]["llama-f32"]["1"]
+    assert len(r["short_steps"]) == len(r["long_steps"]) == 3
+    assert "llama-f32, 1 thread(s): decode after 3 " in capsys.readouterr().out
+    import os
+
+    assert os.environ["NANOCOMPILE_THREADS"] == "3"  # the run's thread setting is undone
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -46,6 +98,10 @@ def test_a_tiny_run_is_recorded(tiny_snapshot: Path, tmp_path: Path,
     (["--steps", "1"], "--steps must be in 2..10000"),
     (["--threads", "two"], "--threads: expected comma-separated integers"),
     (["--threads", "0"], "each count must be in 1..256"),
+    (["--engines", "llama-f16"], "--engines: expected comma-separated names of nanocompile, "),
+    (["--engines", "nanocompile,nanocompile"], "--engines: a name is given twice"),
+    (["--weights", "f16"], "--weights: expected comma-separated names of bf16, f32"),
+    (["--engines", "llama-f32", "--weights", "f32"], "--weights is nanocompile's"),
 ])
 def test_bad_arguments_are_one_line(argv: list[str], message: str,
                                     capsys: pytest.CaptureFixture[str]) -> None:
