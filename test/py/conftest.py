@@ -1,14 +1,16 @@
 """Shared pytest fixtures: the synthetic snapshots (spec §1.2).
 
 ``tiny_snapshot`` is generated once per session (well under a second, plus
-~2 s for the tokenizer files). ``full_snapshot``'s weights (~1 GB, ~7 s) are
+~2 s for the tokenizer files), by the first xdist worker that needs it, and
+shared with the other (``_session_files``). ``full_snapshot``'s weights (~1 GB, ~7 s) are
 those of the embedded default model, generated once by
 :func:`nanocompile.api.ensure_default_snapshot` into
 ``~/.cache/nanocompile/synthetic-qwen2.5-0.5b-seed0`` (``$NANOCOMPILE_HOME``
 overrides the root) and shared with the command line and the benchmarks. Only
 what the generator version pins (config, generation config, weights) is taken
 from there; each session links those into a fresh directory and writes the
-tokenizer files itself, so a changed tokenizer builder never meets a stale copy.
+tokenizer files of this session's tiny snapshot, so a changed tokenizer builder
+never meets a stale copy.
 """
 
 from __future__ import annotations
@@ -18,9 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from nanocompile.checkpoint.synth import write_synthetic_snapshot
-from nanocompile.tokenizer.build import write_tokenizer_files
+from _session_files import SYNTH_SEED, copy_tokenizer_files, kernel_cache_dir, tiny_snapshot_dir
 
 # the tests schedule by hand: a developer's `nanocompile tune` records never reach them
 # (the tuner's own tests point NANOCOMPILE_TUNING at a file of their own)
@@ -34,15 +34,13 @@ if sys.dont_write_bytecode:
     if sys.pycache_prefix is None:
         sys.pycache_prefix = str(Path(__file__).resolve().parents[2] / ".pytest_cache" / "pycache")
 
-SYNTH_SEED = 0
 CACHED_FILES = ("config.json", "generation_config.json", "model.safetensors")
 
 
 @pytest.fixture(scope="session")
 def tiny_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny synthetic snapshot (2 layers, hidden 64, real vocabulary), seed 0."""
-    out = tmp_path_factory.mktemp("tiny-snapshot")
-    return write_synthetic_snapshot(out, tiny=True, seed=SYNTH_SEED, tokenizer=True)
+    return tiny_snapshot_dir(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -55,5 +53,12 @@ def full_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("full-snapshot")
     for name in CACHED_FILES:
         (out / name).symlink_to(weights / name)
-    write_tokenizer_files(out)
+    copy_tokenizer_files(tmp_path_factory, out)
     return out
+
+
+@pytest.fixture(scope="session")
+def shared_kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A gcc and program cache shared by the session's modules and workers that compile
+    but do not test the cache (those keep caches of their own); never the user's."""
+    return kernel_cache_dir(tmp_path_factory)

@@ -87,12 +87,12 @@ Check = Callable[[np.ndarray, np.ndarray, Arrays, Arrays], None]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A private gcc cache for this module: the tests never write the user's cache."""
-    path = tmp_path_factory.mktemp("kernel-cache")
+def kernel_cache(shared_kernel_cache: Path) -> Iterator[Path]:
+    """The session's test gcc cache (conftest.py), for this module: the tests never
+    write the user's cache."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NANOCOMPILE_CACHE_DIR", str(path))
-        yield path
+        mp.setenv("NANOCOMPILE_CACHE_DIR", str(shared_kernel_cache))
+        yield shared_kernel_cache
 
 
 def weight(name: str, *shape: int) -> np.ndarray:
