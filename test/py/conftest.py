@@ -33,6 +33,11 @@ if sys.dont_write_bytecode:
     sys.dont_write_bytecode = False
     if sys.pycache_prefix is None:
         sys.pycache_prefix = str(Path(__file__).resolve().parents[2] / ".pytest_cache" / "pycache")
+    # and so do the Python processes the tests start (the CLI, nc-opt, the children
+    # of the pool and sanitizer tests), which would otherwise compile every module
+    # whose bytecode beside the sources is missing or stale, at each start
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 CACHED_FILES = ("config.json", "generation_config.json", "model.safetensors")
 
