@@ -63,7 +63,9 @@ def full_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A gcc and program cache shared by the session's modules and workers that compile
-    but do not test the cache (those keep caches of their own); never the user's."""
-    return kernel_cache_dir(tmp_path_factory)
+def shared_kernel_cache(pytestconfig: pytest.Config,
+                        tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The gcc and program cache of the tests that compile but do not test the cache
+    (those keep caches of their own): in .pytest_cache, kept between runs; never the
+    user's (``_session_files.kernel_cache_dir``)."""
+    return kernel_cache_dir(pytestconfig, tmp_path_factory)

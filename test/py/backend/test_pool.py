@@ -304,10 +304,9 @@ def pool_threads(harness: Harness) -> int:
 
 
 @pytest.fixture(scope="module")
-def library_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = tmp_path_factory.mktemp("pool-cache")
+def library_path(shared_kernel_cache: Path) -> Path:
     built = gcc.compile_library(PRELUDE + POOL_C + HARNESS_C, name="pool_harness",
-                                sanitize=False, cache_dir=cache)
+                                sanitize=False, cache_dir=shared_kernel_cache)
     return built.path
 
 

@@ -51,8 +51,8 @@ fuzz = load_tool()
 
 @pytest.fixture(scope="module", autouse=True)
 def kernel_cache(shared_kernel_cache: Path) -> Iterator[Path]:
-    """The session's test gcc cache (conftest.py), for this module: the tests never
-    write the user's cache."""
+    """The tests' shared gcc and program cache (conftest.py) for this module: the
+    tests never write the user's cache."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NANOCOMPILE_CACHE_DIR", str(shared_kernel_cache))
         yield shared_kernel_cache
