@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -47,7 +48,7 @@ from nanocompile.dialects.graph.signature import Signature
 from nanocompile.ir.shapes import TensorSpec
 from nanocompile.ir.symbolic import Expr, parse_expr
 
-PROGRAM_KEY_VERSION = 2  # bump when the entry's layout or the key's contents change
+PROGRAM_KEY_VERSION = 3  # bump when the entry's layout or the key's contents change
 SUFFIX = ".program.json"
 
 
@@ -82,16 +83,25 @@ def compiler_source_hash() -> str:
     return source_hash(PACKAGE_ROOT)
 
 
+@functools.cache
+def ir_library_version() -> str:
+    """The installed xDSL's version: the compiler's passes, printer and parser are
+    its code too (pinned in pyproject, but an environment may hold another)."""
+    return importlib.metadata.version("xdsl")
+
+
 def program_key(graph_text: str, *, fuse: bool, schedule: bool, arch: str,
                 quantize: str = "", tuned: str = "") -> str:
     """sha256 over the graph's text, the options (``quantize``: the weight-format
     pass the graph passes start with, as its pipeline text, e.g.
     ``quantize-int8{kernel=a embedding=int8}``; "" for none), the arch (the
     resolved one, as text: ``repr`` of ``targets.arch.Arch``), the CPU and the
-    compiler; ``tuned``: the tuner's winners the schedules used (their text,
-    ``CompileOptions.tuned``), "" for none."""
+    compiler (its source files and the xDSL it runs on); ``tuned``: the tuner's
+    winners the schedules used (their text, ``CompileOptions.tuned``), "" for
+    none."""
     parts = [PROGRAM_KEY_VERSION, hashlib.sha256(graph_text.encode()).hexdigest(),
-             fuse, schedule, arch, quantize, cpu_identity(), compiler_source_hash()]
+             fuse, schedule, arch, quantize, cpu_identity(), compiler_source_hash(),
+             ir_library_version()]
     if tuned:  # without winners the key stays what it was
         parts.append(tuned)
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()

@@ -271,6 +271,18 @@ def test_program_key_covers_each_part() -> None:
         assert program_cache.program_key(**{**base, name: value}) != key, name  # type: ignore[arg-type]
 
 
+def test_program_key_covers_the_xdsl_it_runs_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another xDSL (its passes, printer and parser are the compiler's code too) is
+    another key, even with the compiler's own files unchanged."""
+    import importlib.metadata
+
+    base = {"graph_text": "g", "fuse": True, "schedule": True, "arch": "a"}
+    assert program_cache.ir_library_version() == importlib.metadata.version("xdsl")
+    key = program_cache.program_key(**base)  # type: ignore[arg-type]
+    monkeypatch.setattr(program_cache, "ir_library_version", lambda: "0.0.1")
+    assert program_cache.program_key(**base) != key  # type: ignore[arg-type]
+
+
 def test_the_compilers_hash_covers_its_c_runtime(tmp_path: Path) -> None:
     """The key's compiler part hashes the C the compiler pastes into its output
     (the thread pool's) besides the ``.py`` files, and no bytecode: a changed
