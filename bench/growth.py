@@ -71,16 +71,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-append", action="store_true", help="do not append the result")
 
 
-def _threads(text: str) -> list[int]:
-    try:
-        values = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise BenchError(f"--threads: expected comma-separated integers, got {text!r}") from None
-    if not values or any(not 1 <= t <= 256 for t in values):
-        raise BenchError(f"--threads: each count must be in 1..256, got {text!r}")
-    return values
-
-
 def _names(text: str, allowed: Sequence[str], option: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in allowed]
@@ -205,7 +195,9 @@ def _line(name: str, t: int, short: int, long: int, r: dict[str, Any]) -> str:
                         "alternated in one process, nanocompile and llama.cpp",
          arguments=_arguments)
 def main(args: argparse.Namespace) -> int:
-    threads = _threads(args.threads)
+    from bench.probe import parse_threads
+
+    threads = parse_threads(args.threads)
     names = _names(args.engines, (NANOCOMPILE, *LLAMA_ENGINES), "--engines")
     formats: list[str | None] = ([None] if args.weights is None
                                  else list(_names(args.weights, WEIGHTS, "--weights")))
