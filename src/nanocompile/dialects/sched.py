@@ -65,6 +65,9 @@ VECTOR_WIDTHS = (4, 8, 16)
 SLP_WIDTHS = (4,)
 """Lanes of ``sched.slp``'s vectors (an SSE register: schedule/slp.py)."""
 
+PREFETCH_LOCALITIES = (0, 1, 2, 3)
+"""``sched.prefetch``'s cache levels, numbered as ``loop.prefetch`` numbers them."""
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -158,11 +161,17 @@ class ScheduleOp(IRDLOperation):
         split_into: dict[str, tuple[str, str]] = {}
         distributed: set[str] = set()
         named: set[str] = set()
+        prefetched = False
         for op in self.block.ops:
             if not isinstance(op, DirectiveOp):
                 raise _culprit(VerifyException(
                     f"{where}: expected only sched directives, got {op.name}"), op)
             _verify_directive(op)
+            if prefetched and not isinstance(op, PrefetchOp):
+                raise _culprit(VerifyException(
+                    f"{where}: {op.name} follows a sched.prefetch; prefetches come last (a "
+                    "loop directive would drop them, a pack would move the loads)"), op)
+            prefetched = prefetched or isinstance(op, PrefetchOp)
             _check_not_split_away(where, op, split_into)
             _check_not_distributed(where, op, distributed)
             if isinstance(op, SplitOp):
@@ -495,6 +504,47 @@ class PackOp(DirectiveOp):
             raise VerifyException(f"sched.pack arg {arg}: expected a tile >= 2, got {tile}")
 
 
+@irdl_op_definition
+class PrefetchOp(DirectiveOp):
+    """Prefetch a streamed argument ahead of its loads (schedule/prefetch.py).
+
+    ``sched.prefetch arg 1 dim 2 ahead 512 locality 2``: before every load of
+    argument #1, ask for the element 512 further along its index #2 into the
+    cache level ``locality`` (gcc's ``__builtin_prefetch`` numbering: 3 every
+    level, 2 the second and beyond, 1 the last, 0 none). Only other prefetches
+    may follow it in a schedule.
+    """
+
+    name = "sched.prefetch"
+    arg = prop_def(IntegerAttr[I64])
+    dim = prop_def(IntegerAttr[I64])
+    ahead = prop_def(IntegerAttr[I64])
+    locality = prop_def(IntegerAttr[I64])
+    assembly_format = "`arg` $arg `dim` $dim `ahead` $ahead `locality` $locality attr-dict"
+
+    def __init__(self, arg: int, dim: int, ahead: int, locality: int) -> None:
+        super().__init__(properties={"arg": _i64(arg), "dim": _i64(dim),
+                                     "ahead": _i64(ahead), "locality": _i64(locality)})
+
+    def to_directive(self) -> Prefetch:
+        return Prefetch(self.arg.value.data, self.dim.value.data, self.ahead.value.data,
+                        self.locality.value.data)
+
+    def verify_(self) -> None:
+        arg, dim = self.arg.value.data, self.dim.value.data
+        ahead, locality = self.ahead.value.data, self.locality.value.data
+        if arg < 0:
+            raise VerifyException(f"sched.prefetch: expected an argument index >= 0, got {arg}")
+        if dim < 0:
+            raise VerifyException(f"sched.prefetch arg {arg}: expected an index number >= 0, "
+                                  f"got {dim}")
+        if ahead < 1:
+            raise VerifyException(f"sched.prefetch arg {arg}: expected ahead >= 1, got {ahead}")
+        if locality not in PREFETCH_LOCALITIES:
+            raise VerifyException(f"sched.prefetch arg {arg}: expected a locality in "
+                                  f"{list(PREFETCH_LOCALITIES)}, got {locality}")
+
+
 # --------------------------------------------------------------------------
 # Directives as plain records (what a tuner generates and replays)
 # --------------------------------------------------------------------------
@@ -584,8 +634,19 @@ class Pack:
         return PackOp(self.arg, self.tile)
 
 
+@dataclass(frozen=True)
+class Prefetch:
+    arg: int
+    dim: int
+    ahead: int
+    locality: int = 2
+
+    def to_op(self) -> PrefetchOp:
+        return PrefetchOp(self.arg, self.dim, self.ahead, self.locality)
+
+
 Directive = (Split | Reorder | Unroll | Privatize | Distribute | Vectorize | Slp | Parallel
-             | Pack)
+             | Pack | Prefetch)
 
 
 Sched = Dialect(
@@ -593,7 +654,7 @@ Sched = Dialect(
     [
         ScheduleOp,
         SplitOp, ReorderOp, UnrollOp, PrivatizeOp, DistributeOp, VectorizeOp, SlpOp, ParallelOp,
-        PackOp,
+        PackOp, PrefetchOp,
     ],
     [],
 )

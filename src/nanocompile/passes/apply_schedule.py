@@ -10,7 +10,8 @@ bitwise equal to unscheduled ones (each primitive's docstring says why).
 
 Every directive of the Schedule dialect has its primitive: ``split``,
 ``reorder``, ``unroll``, ``parallel`` (schedule/primitives.py), ``vectorize``,
-``privatize``, ``distribute``, ``slp`` and ``pack`` (one module each). ``pack`` also rewrites the
+``privatize``, ``distribute``, ``slp``, ``pack`` and ``prefetch`` (one module
+each). ``pack`` also rewrites the
 program's launches, after every directive of the schedule has succeeded.
 """
 
@@ -28,6 +29,7 @@ from nanocompile.dialects import loop, sched
 from nanocompile.ir.checks import where
 from nanocompile.schedule.distribute import distribute
 from nanocompile.schedule.pack import PackPlan, check_pack, pack_kernel, pack_program
+from nanocompile.schedule.prefetch import prefetch
 from nanocompile.schedule.primitives import (
     ScheduleError,
     parallel,
@@ -88,6 +90,8 @@ def _apply_one(copy: loop.KernelOp, directive: sched.Directive, kernel: loop.Ker
         distribute(copy, directive.loop)
     elif isinstance(directive, sched.Slp):
         slp(copy, directive.loop, directive.width)
+    elif isinstance(directive, sched.Prefetch):
+        prefetch(copy, directive.arg, directive.dim, directive.ahead, directive.locality)
     elif isinstance(directive, sched.Pack):
         if module is None or packs is None:
             raise ScheduleError(f"@{kernel.sym_name.data}: pack rewrites the program's "

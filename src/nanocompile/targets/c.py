@@ -306,6 +306,11 @@ class CEmitter:
             else:
                 f.lines.append(f"{pad}{f[op.ptr]}[{idx}] = {f[op.value]};")
             return
+        if isinstance(op, loop.PrefetchOp):
+            idx = index_c([f[i] for i in op.indices], op.stride_exprs)
+            f.lines.append(f"{pad}__builtin_prefetch(&{f[op.ptr]}[{idx}], 0, "
+                           f"{op.locality.data});")
+            return
         if isinstance(op, loop.CheckOp):
             fail = (f"{{ __atomic_store_n(&nc_task_ctx_->nc_rc_, {op.code.data}, "
                     "__ATOMIC_RELAXED); return; }" if f.in_task else f"return {op.code.data};")

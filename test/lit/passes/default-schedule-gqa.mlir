@@ -71,6 +71,9 @@ builtin.module {
 // CHECK-NOT:           loop.for "d0i"
 // CHECK:               loop.for "k" %[[K:[^ ]+]] = {{.*}} iter({{[^,]*}}, {{[^,]*}}) -> (vector<16xf32>, vector<16xf32>) {
 // CHECK-NEXT:            loop.load %2[{{.*}}, %[[K]]] strides [16*seq, 16, 1] : vector<16xf32>
+// CHECK-NEXT:            %[[AHEAD:[^ ]+]] = arith.constant 512 : index
+// CHECK-NEXT:            %[[ROW:[^ ]+]] = arith.addi %[[J]], %[[AHEAD]] : index
+// CHECK-NEXT:            loop.prefetch %1[%[[G]], {{.*}}, %[[ROW]], %[[K]]] strides [16*n, 0, 16, 1] : f32 locality 2
 // CHECK-NEXT:            loop.load %1[%[[G]], {{.*}}, %[[J]], %[[K]]] strides [16*n, 0, 16, 1] : vector<16xf32>
 // CHECK-NEXT:            math.fma
 // CHECK-NEXT:            loop.load %2[{{.*}}, %[[K]]] strides [16*seq, 16, 1] : vector<16xf32>

@@ -14,10 +14,11 @@
 // RUN: filecheck %s < %t.scheduled.mlir
 
 // Whatever the host's arch: attention's context kernel runs its heads on the
-// pool (with vectors, its KV heads "d0o": the query heads of one in turn).
+// pool (with vectors, its KV heads "d0o": the query heads of one in turn, and
+// the rows of values prefetched last).
 // CHECK:      // @fused_gather: no candidate schedule
 // CHECK:      // @fused_matmul: candidate {{[0-9]+}} of {{[0-9]+}} chosen
 // CHECK:      loop.kernel @fused_matmul(
 // CHECK:      sched.schedule @fused_matmul {
 // CHECK:        sched.parallel "{{d0|d0o}}"
-// CHECK-NEXT: }
+// CHECK-NEXT: {{^ *(sched.prefetch arg 1 dim 2 ahead 512 locality 2|}$)}}

@@ -18,6 +18,7 @@ from nanocompile.dialects.sched import (
     Distribute,
     Pack,
     Parallel,
+    Prefetch,
     Privatize,
     Reorder,
     ScheduleOp,
@@ -40,6 +41,7 @@ MATMUL = [
     Parallel("d0o"),
     Pack(1, 8),
     Distribute("k"),
+    Prefetch(1, 2, 512, 2),
 ]
 
 MATMUL_TEXT = """\
@@ -56,6 +58,7 @@ sched.schedule @fused_matmul {
   sched.parallel "d0o"
   sched.pack arg 1 tile 8
   sched.distribute "k"
+  sched.prefetch arg 1 dim 2 ahead 512 locality 2
 }"""
 
 
@@ -237,6 +240,18 @@ ERRORS: list[tuple[str, list[Directive], str]] = [
     ("parallel dot", [Parallel("d0.o")], rf"sched.parallel: {NAME}, got 'd0.o'"),
     ("pack negative arg", [Pack(-1, 8)], r"sched.pack: expected an argument index >= 0, got -1"),
     ("pack tile 1", [Pack(1, 1)], r"sched.pack arg 1: expected a tile >= 2, got 1"),
+    ("prefetch negative arg", [Prefetch(-1, 2, 512)],
+     r"sched.prefetch: expected an argument index >= 0, got -1"),
+    ("prefetch negative dim", [Prefetch(1, -1, 512)],
+     r"sched.prefetch arg 1: expected an index number >= 0, got -1"),
+    ("prefetch ahead 0", [Prefetch(1, 2, 0)],
+     r"sched.prefetch arg 1: expected ahead >= 1, got 0"),
+    ("prefetch locality 4", [Prefetch(1, 2, 512, 4)],
+     r"sched.prefetch arg 1: expected a locality in \[0, 1, 2, 3\], got 4"),
+    ("loop directive after a prefetch", [Prefetch(1, 2, 512), Unroll("k", 2)],
+     r"sched.schedule @f: sched.unroll follows a sched.prefetch; prefetches come last"),
+    ("pack after a prefetch", [Prefetch(1, 2, 512), Prefetch(2, 0, 8), Pack(1, 8)],
+     r"sched.schedule @f: sched.pack follows a sched.prefetch"),
 ]
 
 
@@ -263,7 +278,8 @@ def test_each_error_case_is_one_edit_from_valid() -> None:
     ScheduleOp.from_directives("f", [
         Split("d1", 2, "d1o", "d1i"), Vectorize("d1i", 4), Vectorize("d1o", 16),
         Reorder(("d0", "k")), Unroll("k", 2), Privatize("_k9"), Parallel("d0", 1),
-        Pack(0, 2), Split("d1o", 2, "p0d0", "p0_d1"),
+        Pack(0, 2), Split("d1o", 2, "p0d0", "p0_d1"), Prefetch(0, 0, 1, 0),
+        Prefetch(1, 2, 512, 3),
     ]).verify()
 
 
@@ -302,6 +318,6 @@ def test_every_directive_maps_to_a_directive_record() -> None:
     # DirectiveOp.to_directive is abstract: check every registered directive
     # overrides it, so apply-schedule never meets the base method.
     directives = [op for op in s.Sched.operations if issubclass(op, s.DirectiveOp)]
-    assert len(directives) == 9
+    assert len(directives) == 10
     missing = [op.name for op in directives if op.to_directive is s.DirectiveOp.to_directive]
     assert missing == []

@@ -21,6 +21,11 @@ Claims:
   (``d0i``), each with the whole head dim jammed into its sum over the
   positions (``d2`` vectorized, then privatized into ``k``): a position's
   row of values is read whole, once per query head;
+* the scores and the context ask for the row of keys or values
+  ``PREFETCH_AHEAD`` positions ahead before each load of a row
+  (``sched.prefetch``, last in their schedules), and the bitwise claim below
+  holds with those prefetches, which run past the end of the cache at every
+  context here (up to 600 positions);
 * the scores and the context run their KV heads on the pool (``d0o``), the
   softmax rows their heads (``d0``, one parallel loop per launch), the RoPE
   tables their positions;
@@ -44,6 +49,7 @@ import pytest
 from _arches import arch_params, slow_off_host
 from _numerics import assert_bitwise, rng_for
 from xdsl.context import Context
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp, VectorType
 from xdsl.parser import Parser
 
@@ -53,6 +59,7 @@ from nanocompile.frontend import GraphBuilder
 from nanocompile.frontend import composites as C
 from nanocompile.interpreter.graph import run_graph
 from nanocompile.ir.symbolic import Expr
+from nanocompile.schedule.defaults import PREFETCH_AHEAD, PREFETCH_LOCALITY
 from nanocompile.schedule.vectorize import LaneIndexArithmetic, vectorize
 from nanocompile.targets.arch import AVX2, AVX512, SCALAR, Arch
 
@@ -170,7 +177,33 @@ def test_every_attention_kernel_is_vectorized_and_spread(arch: Arch, shape: str,
                 assert (len(values), len(loads) - len(values)) == (vectors, group)
             assert sum(isinstance(op, loop.IfOp) for op in kernel.walk()) == \
                 15 * group * vectors
+        if role in ("scores", "context"):
+            _assert_rows_prefetched(kernel)
     assert roles == {"rope table": 2, "rope": 1, "scores": 1, "softmax": 1, "context": 1}
+
+
+def _assert_rows_prefetched(kernel: loop.KernelOp) -> None:
+    """Every load of the keys or values (argument #1, the positions its index
+    #2) follows a prefetch of the row ``PREFETCH_AHEAD`` positions further
+    on, the same indices otherwise; no other argument is prefetched."""
+    ptr = kernel.args[1]
+    prefetches = [op for op in kernel.walk() if isinstance(op, loop.PrefetchOp)]
+    loads = [op for op in kernel.walk() if isinstance(op, loop.LoadOp) and op.ptr is ptr]
+    assert loads
+    assert len(prefetches) == len(loads)
+    for load in loads:
+        before = load.prev_op
+        assert isinstance(before, loop.PrefetchOp)
+        assert before.ptr is ptr
+        assert before.locality.data == PREFETCH_LOCALITY
+        moved = before.indices[2].owner
+        assert isinstance(moved, arith.AddiOp)
+        assert moved.lhs is load.indices[2]
+        distance = moved.rhs.owner
+        assert isinstance(distance, arith.ConstantOp)
+        assert distance.value.value.data == PREFETCH_AHEAD
+        assert [v for i, v in enumerate(before.indices) if i != 2] == \
+            [v for i, v in enumerate(load.indices) if i != 2]
 
 
 def test_scalar_arch_only_spreads_the_heads() -> None:

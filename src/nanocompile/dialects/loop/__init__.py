@@ -116,6 +116,7 @@ __all__ = [
     "BUFFER_KINDS",
     "DOT_GROUP",
     "LANE_COUNTS",
+    "PREFETCH_LOCALITIES",
     "BufType",
     "BufferOp",
     "CheckOp",
@@ -133,6 +134,7 @@ __all__ = [
     "LoadOp",
     "Loop",
     "OutputOp",
+    "PrefetchOp",
     "ProgramOp",
     "PtrType",
     "RequireOp",
@@ -315,6 +317,57 @@ class StoreOp(_MemoryOp):
         parser.parse_punctuation(",")
         ptr, indices, strides, value_type = _parse_access(parser)
         return cls(parser.resolve_operand(value, value_type), ptr, indices, strides)
+
+
+PREFETCH_LOCALITIES = (0, 1, 2, 3)
+"""``loop.prefetch``'s cache levels, as gcc's ``__builtin_prefetch`` numbers them:
+3 keeps the line in every level (x86 ``prefetcht0``), 2 in the second level
+and beyond (``prefetcht1``), 1 in the last (``prefetcht2``), 0 not at all
+(``prefetchnta``)."""
+
+
+@irdl_op_definition
+class PrefetchOp(_MemoryOp):
+    """``loop.prefetch %a[%i, %j] strides [896, 1] : f32 locality 2`` asks the
+    memory system for the cache line holding ``a[i*896 + j*1]`` ahead of a
+    load. It reads nothing a kernel computes with and never faults (the C
+    target prints ``__builtin_prefetch``), so its address may lie beyond the
+    argument's footprint; it is a hint that changes no value, and moves no
+    counted byte (the footprints count what the loads read)."""
+
+    name = "loop.prefetch"
+    ptr = operand_def(PtrType)
+    indices = var_operand_def(IndexType)
+    locality = prop_def(IntAttr)
+
+    def __init__(self, ptr: SSAValue, indices: Sequence[SSAValue],
+                 strides: Sequence[ExprLike], locality: int) -> None:
+        super().__init__(operands=[ptr, list(indices)],
+                         properties={"strides": _dims_attr(strides),
+                                     "locality": IntAttr(locality)})
+
+    def verify_(self) -> None:
+        assert isinstance(self.ptr.type, PtrType)
+        self._check(self.ptr, self.indices, scalar_type(self.ptr.type.dtype.data))
+        if self.locality.data not in PREFETCH_LOCALITIES:
+            raise VerifyException(f"loop.prefetch: expected a locality in "
+                                  f"{list(PREFETCH_LOCALITIES)}, got {self.locality.data}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        assert isinstance(self.ptr.type, PtrType)
+        _print_access(printer, self.ptr, self.indices, self.stride_exprs,
+                      scalar_type(self.ptr.type.dtype.data))
+        printer.print_string(f" locality {self.locality.data}")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> PrefetchOp:
+        ptr, indices, strides, value_type = _parse_access(parser)
+        if isinstance(value_type, VectorType):
+            parser.raise_error("loop.prefetch: expected the element type, not a vector")
+        parser.parse_keyword("locality")
+        locality = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        return cls(ptr, indices, strides, locality)
 
 
 @irdl_op_definition
@@ -714,7 +767,7 @@ class KernelOp(IRDLOperation):
 
 Loop = Dialect(
     "loop",
-    [KernelOp, ForOp, IfOp, YieldOp, LoadOp, StoreOp, SymOp, CheckOp,
+    [KernelOp, ForOp, IfOp, YieldOp, LoadOp, StoreOp, PrefetchOp, SymOp, CheckOp,
      ProgramOp, BufferOp, ViewOp, RequireOp, LaunchOp, OutputOp, *VECTOR_OPS],
     [PtrType, BufType, ViewType, LayoutAttr, FootprintAttr],
 )

@@ -545,3 +545,21 @@ loop.kernel @k(%a: !loop.ptr<f32>) syms [] access ["r"] footprints [#loop.fp<[16
   %e = loop.extract %x[4] : vector<4xf32> -> f32
 }
 // CHECK: error: loop.extract: lane 4 of vector<4xf32> (lanes 0..3)
+
+// -----
+
+// prefetch: a locality gcc has no number for
+loop.kernel @k(%a: !loop.ptr<f32>) syms [] access ["r"] footprints [#loop.fp<[16], [1]>] {
+  %i = arith.constant 0 : index
+  loop.prefetch %a[%i] strides [1] : f32 locality 5
+}
+// CHECK: error: loop.prefetch: expected a locality in [0, 1, 2, 3], got 5
+
+// -----
+
+// prefetch: one index for two strides
+loop.kernel @k(%a: !loop.ptr<f32>) syms [] access ["r"] footprints [#loop.fp<[4, 4], [4, 1]>] {
+  %i = arith.constant 0 : index
+  loop.prefetch %a[%i] strides [4, 1] : f32 locality 2
+}
+// CHECK: error: loop.prefetch: 1 indices but 2 strides

@@ -1,5 +1,5 @@
 // Every loop op prints, parses back to the same text, and survives the
-// generic form: a scalar kernel, a vector kernel, lanes loops (scalar and
+// generic form: a scalar kernel (with a prefetch), a vector kernel, lanes loops (scalar and
 // vectorized, with math.fma, loop.lanesum, and slp's loop.lanesums,
 // loop.vpack and loop.extract), spec §5 kernel A's lanes loop
 // (lanes 32, tail 8, a tree) over int8 data and its vectorized form (vector
@@ -23,6 +23,8 @@ builtin.module {
       loop.check %ok, 1, "id out of range"
       %init = arith.constant 0.000000e+00 : f32
       %sum = loop.for "k" %k = %c0 to %c16 iter(%acc = %init) -> (f32) {
+        %ahead = arith.addi %k, %c8 : index
+        loop.prefetch %a[%i, %ahead] strides [0, 1] : f32 locality 2
         %x = loop.load %a[%i, %k] strides [0, 1] : f32
         %next = arith.addf %acc, %x : f32
         loop.yield %next : f32
@@ -157,6 +159,8 @@ builtin.module {
 // CHECK-NEXT:      loop.check %ok, 1, "id out of range"
 // CHECK-NEXT:      %init = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:      %sum = loop.for "k" %k = %c0 to %c16 iter(%acc = %init) -> (f32) {
+// CHECK-NEXT:        %ahead = arith.addi %k, %c8 : index
+// CHECK-NEXT:        loop.prefetch %a[%i, %ahead] strides [0, 1] : f32 locality 2
 // CHECK-NEXT:        %x = loop.load %a[%i, %k] strides [0, 1] : f32
 // CHECK-NEXT:        %next = arith.addf %acc, %x : f32
 // CHECK-NEXT:        loop.yield %next : f32
@@ -263,6 +267,8 @@ builtin.module {
 // GENERIC:          "loop.check"(%ok) <{code = #builtin.int<1>, message = "id out of range"}> : (i1) -> ()
 // GENERIC:          %sum = "loop.for"(%c0, %c16, %init) <{name = "k", step = #builtin.int<1>}> ({
 // GENERIC-NEXT:     ^bb0(%k: index, %acc: f32):
+// GENERIC-NEXT:       %ahead = "arith.addi"(%k, %c8) <{overflowFlags = #arith.overflow<none>}> : (index, index) -> index
+// GENERIC-NEXT:       "loop.prefetch"(%a, %i, %ahead) <{strides = [#graph.dim<0>, #graph.dim<1>], locality = #builtin.int<2>}> : (!loop.ptr<f32>, index, index) -> ()
 // GENERIC:            "loop.yield"(%next) : (f32) -> ()
 // GENERIC-NEXT:     }) : (index, index, f32) -> f32
 // GENERIC-NEXT:     "loop.for"(%c0, %c16) <{name = "d1", step = #builtin.int<2>}> ({

@@ -209,3 +209,28 @@ sched.schedule @f {
   sched.pack arg 1 tile 1
 }
 // CHECK: error: sched.pack arg 1: expected a tile >= 2, got 1
+
+// -----
+
+// prefetch: a locality gcc has no number for
+sched.schedule @f {
+  sched.prefetch arg 1 dim 2 ahead 512 locality 4
+}
+// CHECK: error: sched.prefetch arg 1: expected a locality in [0, 1, 2, 3], got 4
+
+// -----
+
+// prefetch: nothing ahead
+sched.schedule @f {
+  sched.prefetch arg 1 dim 2 ahead 0 locality 2
+}
+// CHECK: error: sched.prefetch arg 1: expected ahead >= 1, got 0
+
+// -----
+
+// prefetch: a loop directive after it (it would drop the prefetches)
+sched.schedule @f {
+  sched.prefetch arg 1 dim 2 ahead 512 locality 2
+  sched.unroll "k" by 2
+}
+// CHECK: error: sched.schedule @f: sched.unroll follows a sched.prefetch; prefetches come last (a loop directive would drop them, a pack would move the loads)

@@ -45,6 +45,7 @@ builtin.module {
     sched.parallel "d0"
     sched.parallel "d2" grain 1
     sched.pack arg 0 tile 2
+    sched.prefetch arg 1 dim 2 ahead 512 locality 2
   }
   sched.schedule @unscheduled {
   }
@@ -72,6 +73,7 @@ builtin.module {
 // The default grain prints as nothing, so `grain 1` reads back without it:
 // CHECK-NEXT:    sched.parallel "d2"
 // CHECK-NEXT:    sched.pack arg 0 tile 2
+// CHECK-NEXT:    sched.prefetch arg 1 dim 2 ahead 512 locality 2
 // CHECK-NEXT:  }
 // CHECK-NEXT:  sched.schedule @unscheduled {
 // CHECK-NEXT:  }
@@ -92,6 +94,8 @@ builtin.module {
 // GENERIC:        "sched.slp"() <{loop = "k", width = 4 : i64}> : () -> ()
 // GENERIC-NEXT:   "sched.parallel"() <{loop = "d0", grain = 1 : i64}> : () -> ()
 // GENERIC-NEXT:   "sched.parallel"() <{loop = "d2", grain = 1 : i64}> : () -> ()
+// GENERIC-NEXT:   "sched.pack"() <{arg = 0 : i64, tile = 2 : i64}> : () -> ()
+// GENERIC-NEXT:   "sched.prefetch"() <{arg = 1 : i64, dim = 2 : i64, ahead = 512 : i64, locality = 2 : i64}> : () -> ()
 // GENERIC:      }) {tuned = "by hand"} : () -> ()
 // GENERIC-NEXT: "sched.schedule"() <{kernel = @unscheduled}> ({
 // GENERIC-NEXT:   ^bb0:

@@ -1,0 +1,41 @@
+// apply-schedule with prefetch: a matrix-vector product that streams the rows
+// of %1 asks, before every load of a row (after the loop directives: here the
+// 8-lane vector load of k), for the element 64 rows further on along index #0,
+// into the second-level cache (locality 2). The loads, the sums and the stores
+// are as without it; the C target prints __builtin_prefetch, and the C compiles.
+// RUN: nc-opt %s -p apply-schedule | filecheck %s
+// RUN: nc-opt %s -p apply-schedule -t c | filecheck %s --check-prefix=C
+// RUN: nc-opt %s -p apply-schedule -t c > %t.c && gcc -std=c11 -O3 -mavx2 -mfma -ffp-contract=off -fwrapv -fno-math-errno -Wall -Wextra -Werror -Wno-unused-function -c %t.c -o %t.o
+
+builtin.module {
+  loop.kernel @rows(%0: !loop.ptr<f32>, %1: !loop.ptr<f32>, %2: !loop.ptr<f32>) syms ["n"] access ["w", "r", "r"] footprints [#loop.fp<[n], [1]>, #loop.fp<[n, 32], [32, 1]>, #loop.fp<[32], [1]>] {
+    %n = loop.sym "n"
+    %c0 = arith.constant 0 : index
+    %c32 = arith.constant 32 : index
+    loop.for "d0" %j = %c0 to %n {
+      %z = arith.constant 0.000000e+00 : f32
+      %s = loop.for "k" %k = %c0 to %c32 lanes 8 iter(%acc = %z) -> (f32) {
+        %w = loop.load %1[%j, %k] strides [32, 1] : f32
+        %x = loop.load %2[%k] strides [1] : f32
+        %p = math.fma %w, %x, %acc : f32
+        loop.yield %p : f32
+      }
+      loop.store %s, %0[%j] strides [1] : f32
+    }
+  }
+  sched.schedule @rows {
+    sched.vectorize "k" width 8
+    sched.prefetch arg 1 dim 0 ahead 64 locality 2
+  }
+}
+
+// CHECK:       loop.for "k" %{{.*}} = %{{.*}} to %{{.*}} step 8
+// CHECK:         %[[AHEAD:.*]] = arith.constant 64 : index
+// CHECK-NEXT:    %[[ROW:.*]] = arith.addi %[[J:.*]], %[[AHEAD]] : index
+// CHECK-NEXT:    loop.prefetch %1[%[[ROW]], %[[K:.*]]] strides [32, 1] : f32 locality 2
+// CHECK-NEXT:    %{{.*}} = loop.load %1[%[[J]], %[[K]]] strides [32, 1] : vector<8xf32>
+// CHECK-NOT:   loop.prefetch
+// CHECK-NOT:   sched.
+
+// C:           __builtin_prefetch(&p1[{{.*}}], 0, 2);
+// C-NEXT:      _mm256_loadu_ps(&p1[

@@ -1,0 +1,126 @@
+"""``prefetch`` (schedule/prefetch.py): a hint before every load of a streamed
+argument.
+
+Claims:
+
+* before each load of the argument, a ``loop.prefetch`` of the element
+  ``ahead`` further along index ``dim``, the other indices and the strides
+  the load's; nothing else in the kernel changes (the same ops once the
+  prefetches and their index arithmetic are taken out);
+* prefetched kernels are bitwise the unprefetched ones, in the tuning
+  harness's guard bands, at 1, 2 and 3 threads, with the prefetched rows
+  past the end of the argument (a row ahead of a 1-row stream, and a
+  million rows ahead: a prefetch never faults);
+* each refusal (an argument the kernel does not have, writes, or never
+  loads; an index the loads do not have) leaves the kernel as it was.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _schedule_helpers import only_kernel, parse_module, unchanged
+from xdsl.dialects import arith
+
+from nanocompile.dialects import loop, sched
+from nanocompile.passes.apply_schedule import apply_directives
+from nanocompile.schedule.prefetch import NotStreamed, prefetch
+from nanocompile.tuning.harness import CandidateLibrary, Workload
+
+THREADS = (1, 2, 3)
+
+_ROWS = """builtin.module {
+  loop.kernel @rows(%0: !loop.ptr<f32>, %1: !loop.ptr<f32>, %2: !loop.ptr<f32>)
+      syms ["n"] access ["w", "r", "r"]
+      footprints [#loop.fp<[n], [1]>, #loop.fp<[n, 40], [40, 1]>, #loop.fp<[40], [1]>] {
+    %n = loop.sym "n"
+    %c0 = arith.constant 0 : index
+    %c40 = arith.constant 40 : index
+    loop.for "d0" %j = %c0 to %n {
+      %z = arith.constant 0.000000e+00 : f32
+      %s = loop.for "k" %k = %c0 to %c40 iter(%acc = %z) -> (f32) {
+        %w = loop.load %1[%j, %k] strides [40, 1] : f32
+        %x = loop.load %2[%k] strides [1] : f32
+        %p = math.fma %w, %x, %acc : f32
+        loop.yield %p : f32
+      }
+      loop.store %s, %0[%j] strides [1] : f32
+    }
+  }
+}"""
+
+
+def _kernel() -> loop.KernelOp:
+    return only_kernel(parse_module(_ROWS))
+
+
+def _without_prefetches(kernel: loop.KernelOp) -> str:
+    """The kernel's text with its prefetches and their index arithmetic removed."""
+    copy = kernel.clone()
+    for op in [op for op in copy.walk() if isinstance(op, loop.PrefetchOp)]:
+        moved = op.indices[0].owner  # the row: prefetched along index #0
+        op.detach()
+        op.erase()
+        assert isinstance(moved, arith.AddiOp)
+        distance = moved.rhs.owner
+        moved.detach()
+        moved.erase()
+        assert isinstance(distance, arith.ConstantOp)
+        distance.detach()
+        distance.erase()
+    return str(copy)
+
+
+def test_each_load_of_the_argument_follows_its_prefetch() -> None:
+    kernel = _kernel()
+    before = str(kernel)
+    prefetch(kernel, 1, 0, 64, 2)
+    kernel.verify()
+    (load,) = [op for op in kernel.walk() if isinstance(op, loop.LoadOp) and op.ptr is
+               kernel.args[1]]
+    (hint,) = [op for op in kernel.walk() if isinstance(op, loop.PrefetchOp)]
+    assert load.prev_op is hint
+    assert hint.ptr is load.ptr
+    assert hint.stride_exprs == load.stride_exprs
+    assert hint.locality.data == 2
+    assert hint.indices[1] is load.indices[1]
+    moved = hint.indices[0].owner
+    assert isinstance(moved, arith.AddiOp)
+    assert moved.lhs is load.indices[0]
+    assert isinstance(moved.rhs.owner, arith.ConstantOp)
+    assert moved.rhs.owner.value.value.data == 64
+    assert _without_prefetches(kernel) == before
+
+
+@pytest.mark.parametrize("ahead", [1, 1 << 20])
+def test_prefetched_kernel_is_bitwise_past_the_end(ahead: int) -> None:
+    reference = _kernel()
+    candidates = [apply_directives(reference, [sched.Parallel("d0"), sched.Prefetch(1, 0, ahead)]),
+                  apply_directives(reference, [sched.Prefetch(1, 0, ahead, 0),
+                                               sched.Prefetch(2, 0, ahead, 3)])]
+    workloads = [Workload(f"n {n}", {"n": n}) for n in (1, 5, 37)]
+    for threads in THREADS:
+        library = CandidateLibrary(reference, candidates, workloads, threads=threads)
+        assert library.check() == [None] * len(candidates), threads
+        assert "__builtin_prefetch" in library.source
+
+
+@pytest.mark.parametrize(("arg", "dim", "error"), [
+    (3, 0, r"the kernel has 3 arguments"),
+    (0, 0, r"the kernel writes argument #0; only an argument it only reads is prefetched"),
+    (2, 1, r"a load of argument #2 has 1 indices, so no index #1"),
+])
+def test_refusals_leave_the_kernel_as_it_was(arg: int, dim: int, error: str) -> None:
+    kernel = _kernel()
+    unchanged(lambda k: prefetch(k, arg, dim, 16, 2), kernel, NotStreamed)
+    with pytest.raises(NotStreamed, match=error):
+        prefetch(kernel, arg, dim, 16, 2)
+
+
+def test_an_argument_never_loaded_is_refused() -> None:
+    text = _ROWS.replace('access ["w", "r", "r"]', 'access ["w", "r", "r", "r"]').replace(
+        "%2: !loop.ptr<f32>)", "%2: !loop.ptr<f32>, %3: !loop.ptr<f32>)").replace(
+        "#loop.fp<[40], [1]>]", "#loop.fp<[40], [1]>, #loop.fp<[40], [1]>]")
+    kernel = only_kernel(parse_module(text))
+    unchanged(lambda k: prefetch(k, 3, 0, 16, 2), kernel, NotStreamed)
+    with pytest.raises(NotStreamed, match=r"the kernel never loads argument #3"):
+        prefetch(kernel, 3, 0, 16, 2)
