@@ -676,11 +676,17 @@ rows of keys and values into the second-level cache (``sched.prefetch``,
 locality 2): 512 rows of 256 bytes, 128 KiB. Measured on the AMD EPYC Zen 4
 (session 16, tuning harness, one layer at 4,096 positions, 1 thread, the KV
 cache read from memory: 40 copies; kernel us, medians of 41, each against the
-kernel without prefetches in the same library): context (locality 2) 16 ahead
--4 %, 64 -12 %, 256 -25 %, 512 -21 to -29 %, 1,024 -21 to -26 %, 2,048 -2 to
--4 % (locality 1: 512 -27 %, 2,048 -23 %; locality 3 no gain); scores 64 -3
-to -11 %, 256 -10 %, 512 -14 to -20 %, 1,024 -5 %; with the rows in the cache
-no change (within 3 %). Not measured on the Xeon or the Zen 3."""
+kernel without prefetches in the same library, C edited by hand): context
+(locality 2) 16 ahead -4 %, 64 -11 to -13 %, 256 -25 %, 512 -21 to -29 %,
+1,024 -21 to -26 %, 2,048 -2 % (locality 1: 512 -27 %, 2,048 -23 %; locality
+3: -7 to -12 % at 16-64 ahead, 9-26 % slower at 256-512); scores (locality 2)
+64 -3 to -8 %, 256 -8 to -10 %, 512 -15 to -20 %, 1,024 -5 %; with the rows in
+the cache within 3 %. Then the compiler's own prefetches (7 variants in one
+library, 101 rounds): all of 256-1,024 ahead and locality 1-2 within 5 % of
+each other, context -28 to -30 %, scores -9 to -13 %; the scores alone, 151
+rounds: -9 / -10 % in two runs, while four runs of 41 read +3, +17, +8 and
+-10 % (the scores are as much compute as memory). Not measured on the Xeon
+or the Zen 3."""
 
 PREFETCH_LOCALITY = 2
 """``loop.prefetch``'s locality for attention's streams (x86 ``prefetcht1``)."""

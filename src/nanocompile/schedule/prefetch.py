@@ -13,9 +13,10 @@ the next. The hardware prefetchers of the AMD EPYC Zen 4 here follow such a
 stream too slowly: the context kernel read its values at ~9 GB/s where a
 plain read runs at ~18 GB/s (``bench streams``). Asking for the row 512
 positions (128 KiB) ahead into the second-level cache made the context 21-29 %
-faster and the scores 10-18 % faster from memory, and changed nothing with
-the rows already in the cache (session 16, tuning harness, one layer at 4,096
-positions, 1 thread; README, Phase 7).
+and the scores ~10 % faster from memory, and changed nothing with the rows
+already in the cache (session 16, tuning harness, one layer at 4,096
+positions, 1 thread; ``schedule/defaults.py``'s ``PREFETCH_AHEAD``; README,
+Phase 7).
 
 Bitwise: a prefetch reads nothing the kernel computes with and never faults
 (``__builtin_prefetch``), so its address may lie beyond the argument's
