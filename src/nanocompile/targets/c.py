@@ -307,9 +307,12 @@ class CEmitter:
                 f.lines.append(f"{pad}{f[op.ptr]}[{idx}] = {f[op.value]};")
             return
         if isinstance(op, loop.PrefetchOp):
+            # the address in integers: it may lie past the argument's end, where
+            # pointer arithmetic would be undefined (a prefetch never faults)
             idx = index_c([f[i] for i in op.indices], op.stride_exprs)
-            f.lines.append(f"{pad}__builtin_prefetch(&{f[op.ptr]}[{idx}], 0, "
-                           f"{op.locality.data});")
+            ptr = f[op.ptr]
+            f.lines.append(f"{pad}__builtin_prefetch((const void *)((uintptr_t){ptr} + "
+                           f"(uintptr_t)({idx}) * sizeof {ptr}[0]), 0, {op.locality.data});")
             return
         if isinstance(op, loop.CheckOp):
             fail = (f"{{ __atomic_store_n(&nc_task_ctx_->nc_rc_, {op.code.data}, "

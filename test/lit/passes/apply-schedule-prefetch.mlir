@@ -2,7 +2,8 @@
 // of %1 asks, before every load of a row (after the loop directives: here the
 // 8-lane vector load of k), for the element 64 rows further on along index #0,
 // into the second-level cache (locality 2). The loads, the sums and the stores
-// are as without it; the C target prints __builtin_prefetch, and the C compiles.
+// are as without it; the C target prints __builtin_prefetch of the address
+// computed in integers (it may lie past the end), and the C compiles.
 // RUN: nc-opt %s -p apply-schedule | filecheck %s
 // RUN: nc-opt %s -p apply-schedule -t c | filecheck %s --check-prefix=C
 // RUN: nc-opt %s -p apply-schedule -t c > %t.c && gcc -std=c11 -O3 -mavx2 -mfma -ffp-contract=off -fwrapv -fno-math-errno -Wall -Wextra -Werror -Wno-unused-function -c %t.c -o %t.o
@@ -37,5 +38,5 @@ builtin.module {
 // CHECK-NOT:   loop.prefetch
 // CHECK-NOT:   sched.
 
-// C:           __builtin_prefetch(&p1[{{.*}}], 0, 2);
+// C:           __builtin_prefetch((const void *)((uintptr_t)p1 + (uintptr_t)({{.*}}) * sizeof p1[0]), 0, 2);
 // C-NEXT:      _mm256_loadu_ps(&p1[
