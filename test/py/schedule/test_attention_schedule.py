@@ -24,8 +24,8 @@ Claims:
 * the scores and the context ask for the row of keys or values
   ``PREFETCH_AHEAD`` positions ahead before each load of a row
   (``sched.prefetch``, last in their schedules), and the bitwise claim below
-  holds with those prefetches, which run past the end of the cache at every
-  context here (up to 600 positions);
+  holds with those prefetches, which reach past the end of the keys and
+  values at every context here (up to 600 positions);
 * the scores and the context run their KV heads on the pool (``d0o``), the
   softmax rows their heads (``d0``, one parallel loop per launch), the RoPE
   tables their positions;
