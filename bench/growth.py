@@ -129,11 +129,9 @@ def llama_engine(snapshot_dir: Path, name: str) -> Engine:
     except engines.EngineUnavailable as exc:
         raise BenchError(f"{name}: {exc}") from None
     f32_cache = kind in le.F32_CACHE_KINDS
-    models: list[Any] = []
 
     def start(ids: Sequence[int], size: int) -> Step:
-        model = le.LlamaCppModel(path, f32_cache=f32_cache, n_ctx=size)
-        models.append(model)
+        model = le.LlamaCppModel(path, f32_cache=f32_cache, n_ctx=size)  # the step holds it
         state = model.new_state(size)
         token = [model.next_token(list(ids), state)]
 

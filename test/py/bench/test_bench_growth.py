@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -88,8 +89,6 @@ def test_llama_cpp_is_measured_the_same_way(tiny_snapshot: Path, tmp_path: Path,
     r = payload["by_engine"]["llama-f32"]["1"]
     assert len(r["short_steps"]) == len(r["long_steps"]) == 3
     assert "llama-f32, 1 thread(s): decode after 3 " in capsys.readouterr().out
-    import os
-
     assert os.environ["NANOCOMPILE_THREADS"] == "3"  # the run's thread setting is undone
 
 
