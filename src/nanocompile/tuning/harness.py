@@ -71,10 +71,12 @@ SMALL_INTS = 8  # i32 / i64 read arguments: uniform in [0, SMALL_INTS)
 @dataclass(frozen=True)
 class Workload:
     """A named binding of the kernel's size symbols, e.g. ``Workload("decode",
-    {"seq": 1})`` (symbols the kernel does not have are ignored)."""
+    {"seq": 1})`` (symbols the kernel does not have are ignored), and the
+    tokens one run of it serves (a cost counts its time per token)."""
 
     name: str
     syms: Mapping[str, int]
+    tokens: int = 1
 
 
 class TuningError(ValueError):

@@ -17,7 +17,10 @@ the search of ``tuning/search.py`` runs over its knob space
   64 rows), the weights rotated through enough copies to stream from memory
   as in a decode step; a C loop times every candidate once per round, each
   round starting at another candidate; the cost of a candidate is the sum
-  over the workloads of its median time.
+  over the workloads of its median time per token (a decode step's time,
+  plus the prefill's divided by its 64 rows: summed unweighted, the prefill
+  took ~95 % of gate/up's cost on a Zen 4 and the decode tile was chosen by
+  prefill alone).
 
 The best point is kept only if, in a final paired run of the hand-written
 schedule against it (``FINAL_ROUNDS`` rounds in one library), it is more than
@@ -87,7 +90,8 @@ def _workloads(kernel: loop.KernelOp) -> tuple[Workload, ...] | None:
     out = []
     for name, rows in WORKLOADS:
         values = {"seq": rows, "past": 0, "capacity": PREFILL_ROWS}
-        out.append(Workload(name, {s: values[s] for s in symbols}))
+        out.append(Workload(name, {s: values[s] for s in symbols},
+                            tokens=rows if "seq" in symbols else 1))
     if "seq" not in symbols:  # one shape whatever the rows: one workload
         return tuple(out[:1])
     return tuple(out)
@@ -174,8 +178,8 @@ def measure_kernels(job: Job, kernels: Sequence[loop.KernelOp], threads: int, ro
                     stream_bytes: int | None = None
                     ) -> tuple[list[float], list[str | None]]:
     """Per kernel (scheduled forms of ``job.kernel``), the sum over the workloads of
-    its median ns over ``rounds`` rounds in one library (``inf`` if its bitwise
-    check failed), and the check's reason (None: bitwise)."""
+    its median ns per token over ``rounds`` rounds in one library (``inf`` if its
+    bitwise check failed), and the check's reason (None: bitwise)."""
     library = CandidateLibrary(job.kernel, kernels, job.workloads, threads=threads,
                                stream_bytes=stream_bytes)
     reasons = library.check()
@@ -183,9 +187,9 @@ def measure_kernels(job: Job, kernels: Sequence[loop.KernelOp], threads: int, ro
     costs = [math.inf] * len(kernels)
     if good:
         total = np.zeros(len(kernels))
-        for w in range(len(job.workloads)):
+        for w, workload in enumerate(job.workloads):
             ns = library.time(w, rounds)
-            total += np.median(ns, axis=0)
+            total += np.median(ns, axis=0) / workload.tokens
         for i in good:
             costs[i] = float(total[i])
     return costs, reasons
@@ -233,8 +237,8 @@ def final_run(job: Job, arch: Arch, best: ProjectionKnobs, threads: int,
               rounds: int = FINAL_ROUNDS, stream_bytes: int | None = None
               ) -> tuple[float, float, int]:
     """The hand schedule against ``best`` in one library, ``rounds`` rounds per
-    workload: (hand ns, best ns: sums over the workloads of the medians; the
-    rounds whose summed time ``best`` won)."""
+    workload: (hand ns, best ns: sums over the workloads of the medians per
+    token; the rounds whose summed time per token ``best`` won)."""
     hand_found = scheduled(job.kernel, arch, job.hand)
     best_found = scheduled(job.kernel, arch, best)
     if hand_found is None or best_found is None:
@@ -246,8 +250,8 @@ def final_run(job: Job, arch: Arch, best: ProjectionKnobs, threads: int,
         raise TuningError(f"{job.names[0]}: not bitwise in the final run: {bad[0]}")
     per_round = np.zeros((rounds, 2))
     medians = np.zeros(2)
-    for w in range(len(job.workloads)):
-        ns = library.time(w, rounds).astype(np.float64)
+    for w, workload in enumerate(job.workloads):
+        ns = library.time(w, rounds).astype(np.float64) / workload.tokens
         per_round += ns
         medians += np.median(ns, axis=0)
     return float(medians[0]), float(medians[1]), int(np.sum(per_round[:, 1] < per_round[:, 0]))

@@ -15,6 +15,7 @@ import hashlib
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nanocompile import api
@@ -111,3 +112,34 @@ def test_replay_of_a_measured_search(tiny_snapshot: Path) -> None:
     costs = {k: (math.inf if c is None else c) for k, c in entry["costs"]}
     again = replay(job.space, job.hand, costs, seed=2, samples=3, max_candidates=6)
     assert [k for k, _ in again.tried] == [k for k, _ in result.tried]
+
+
+def test_costs_count_time_per_token(tiny_snapshot: Path, monkeypatch: pytest.MonkeyPatch
+                                    ) -> None:
+    """A projection's workloads are a decode step (1 token) and a 64-row prefill
+    (64 tokens); a candidate's cost is the sum of their medians per token, so the
+    decode step is not drowned by the prefill's larger time."""
+    arch = host_arch()
+    if not arch.vector:
+        pytest.skip("no vector arch here: nothing to tune")
+    model = api.load(tiny_snapshot)
+    module = Pipeline(model._graph(True), CompileOptions(quantize=model._quantize)).module("loop")
+    job = tuning.jobs(module, arch)[0]
+    assert [(w.name, w.syms.get("seq"), w.tokens) for w in job.workloads] == [
+        ("decode", 1, 1), ("prefill64", 64, 64)]
+
+    class Library:  # the harness, timed by a fixed table (ns per round per candidate)
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def check(self) -> list[str | None]:
+            return [None, None]
+
+        def time(self, workload: int, rounds: int) -> np.ndarray:
+            table = [[1000.0, 1500.0], [64000.0, 32000.0]][workload]
+            return np.array([table] * rounds)
+
+    monkeypatch.setattr(tuning, "CandidateLibrary", Library)
+    costs, reasons = tuning.measure_kernels(job, [job.kernel, job.kernel], threads=1, rounds=3)
+    assert reasons == [None, None]
+    assert costs == [1000.0 + 1000.0, 1500.0 + 500.0]
