@@ -106,7 +106,12 @@ def load(path: Path | None) -> dict[str, Any]:
         return empty
     try:
         data = parse_json(path.read_bytes())
-        if not isinstance(data, dict) or data.get("version") != VERSION \
+        version = data.get("version") if isinstance(data, dict) else None
+        if isinstance(version, int) and version < VERSION:
+            raise ValueError(f"they are of version {version}, measured another way; "
+                             f"this nanocompile reads version {VERSION} "
+                             "('nanocompile tune' records anew)")
+        if not isinstance(data, dict) or version != VERSION \
                 or not isinstance(data.get("machines"), dict):
             raise ValueError(f"expected a version {VERSION} tuning file")
     except (OSError, ValueError) as e:

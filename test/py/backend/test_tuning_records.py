@@ -156,6 +156,7 @@ CORRUPT = {
     "not-json": "{ this is not json",
     "not-an-object": "[1, 2, 3]",
     "wrong-version": json.dumps({"version": VERSION + 1, "machines": {}}),
+    "older-version": json.dumps({"version": VERSION - 1, "machines": {}}),
     "no-version": json.dumps({"machines": {}}),
     "machines-not-a-dict": json.dumps({"version": VERSION, "machines": [1]}),
 }
@@ -174,6 +175,9 @@ def test_a_corrupt_file_is_empty_and_warns_once(tmp_path: Path, text: str,
     assert len(lines) == 1, err
     assert lines[0].startswith("nanocompile: ignoring the tuning records in ")
     assert str(path) in lines[0]
+    if text == CORRUPT["older-version"]:
+        assert f"of version {VERSION - 1}" in lines[0]
+        assert "'nanocompile tune'" in lines[0]
     assert path.read_text() == text  # reading never rewrites it
 
 

@@ -91,6 +91,10 @@ def test_tune_help_names_its_options(capsys: pytest.CaptureFixture[str]) -> None
     for option in ("--budget", "--seed", "--threads", "--samples", "--max-candidates",
                    "--json", "--model"):
         assert option in out, option
+    text = " ".join(out.split())
+    assert "per token" in text
+    assert "more than 3 % in" in text
+    assert "%%" not in out
 
 
 # -- slow: a real search ---------------------------------------------------
