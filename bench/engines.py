@@ -460,6 +460,24 @@ class _PooledModel(_CacheModel):
         return super().new_state(capacity)
 
 
+class _TunedModel(_PooledModel):
+    """A ``-tuned`` engine: per thread count, the program scheduled by the winners
+    recorded for that count (``nanocompile tune --threads N``: a tile that wins at
+    2 threads may lose at 1), the one for ``NANOCOMPILE_THREADS`` chosen at each
+    ``new_state``."""
+
+    def __init__(self, by_threads: dict[int, tuple[Any, Any]], facts: dict[str, Any]) -> None:
+        first = next(iter(by_threads.values()))
+        super().__init__(*first, facts)
+        self.by_threads = by_threads
+
+    def new_state(self, capacity: int) -> Any:
+        wanted = os.environ.get("NANOCOMPILE_THREADS")
+        if wanted and wanted.isdigit() and int(wanted) in self.by_threads:
+            self.engine, self.program = self.by_threads[int(wanted)]
+        return super().new_state(capacity)
+
+
 def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32", tuned: bool = False
              ) -> Callable[[Shared], Model]:
     """A builder of the C engine; ``weights="bf16"``: the bf16-weight graph bound to
@@ -467,48 +485,75 @@ def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32", tuned: bo
     graph after ``quantize-int8`` bound to the int8 weights (c-int8); ``"int8-dot"``:
     the same with kernel B's pass (c-int8-dot; the same int8 weights). The
     hand-written schedules unless ``tuned`` (the ``-tuned`` engines: this
-    machine's recorded winners, ``nanocompile tune``; unavailable without any)."""
+    machine's recorded winners for each thread count of the run, ``nanocompile
+    tune --threads N``; unavailable without them)."""
     def build(shared: Shared) -> Model:
         if shutil.which("gcc") is None:
             raise EngineUnavailable("no gcc on PATH")
         from nanocompile.backend.runtime import CompiledBackend
-        from nanocompile.compiler import CompileTimes, compile_program, recorded_winners
+        from nanocompile.compiler import compile_program
         from nanocompile.inference.engine import Engine
-
-        winners = recorded_winners() if tuned else ""
-        if tuned and not winners:
-            raise EngineUnavailable("no tuned winners recorded for this machine and thread "
-                                    "count (run: nanocompile tune)")
 
         quantize = {"int8": INT8_PASS, "int8-dot": INT8_DOT_PASS}.get(weights, "")
         graph, bound = ((shared.bf16_graph, shared.bf16_weights) if weights == "bf16"
                         else (shared.int8_graph, shared.int8_weights) if quantize
                         else (shared.graph, shared.weights))
-        times = CompileTimes()
+        if tuned:
+            return _build_tuned(shared, graph, bound, fuse, weights, quantize)
         program = compile_program(graph, bound, fuse=fuse, schedule=schedule,
-                                  quantize=quantize, tuned=winners, times=times)
+                                  quantize=quantize, tuned="")
         engine = Engine(shared.config, CompiledBackend(program))
         if not schedule:
             return _CacheModel(engine)
-        facts = {"arch": host_arch_name(), "weights": weights}
-        if tuned:
-            facts |= {"tuned_winners": len(json.loads(winners)),
-                      "tuned_kernels": times.tuned_kernels}
-            if not times.tuned_kernels:
-                raise EngineUnavailable("no recorded winner is a kernel of this program "
-                                        f"({facts['tuned_winners']} recorded; run: nanocompile "
-                                        f"tune --weights {weights})")
-        if weights == "int8-dot":
-            from nanocompile.targets.arch import host_int8_dot
-
-            facts["int8_dot"] = host_int8_dot()
-        if quantize:
-            facts |= {"quantize": quantize, "int8_weight_bytes": bound.int8_bytes(),
-                      "int8_quantized_at_build": bound.quantized,
-                      "int8_quantize_seconds": bound.quantize_seconds}
-        return _PooledModel(engine, program, facts)
+        return _PooledModel(engine, program, _format_facts(weights, quantize, bound))
 
     return build
+
+
+def _build_tuned(shared: Shared, graph: Any, bound: Any, fuse: bool, weights: str,
+                 quantize: str) -> Model:
+    """A ``-tuned`` engine: one program per thread count of the run, each
+    scheduled by the winners recorded for that count; unavailable when a count
+    has none or none of its winners is a kernel of the program."""
+    from nanocompile.backend.runtime import CompiledBackend
+    from nanocompile.backend.tuning_records import default_threads
+    from nanocompile.compiler import CompileTimes, compile_program, recorded_winners
+    from nanocompile.inference.engine import Engine
+
+    by_threads: dict[int, tuple[Any, Any]] = {}
+    facts: dict[str, Any] = {**_format_facts(weights, quantize, bound),
+                             "tuned_winners": {}, "tuned_kernels": {}}
+    for threads in shared.thread_counts or (default_threads(),):
+        winners = recorded_winners(threads)
+        if not winners:
+            raise EngineUnavailable(f"no tuned winners recorded for this machine at {threads} "
+                                    f"thread(s) (run: nanocompile tune --weights {weights} "
+                                    f"--threads {threads})")
+        times = CompileTimes()
+        program = compile_program(graph, bound, fuse=fuse, schedule=True, quantize=quantize,
+                                  tuned=winners, times=times)
+        facts["tuned_winners"][str(threads)] = len(json.loads(winners))
+        facts["tuned_kernels"][str(threads)] = times.tuned_kernels
+        if not times.tuned_kernels:
+            raise EngineUnavailable(f"no winner recorded at {threads} thread(s) is a kernel of "
+                                    f"this program ({len(json.loads(winners))} recorded; run: "
+                                    f"nanocompile tune --weights {weights} --threads {threads})")
+        by_threads[threads] = (Engine(shared.config, CompiledBackend(program)), program)
+    return _TunedModel(by_threads, facts)
+
+
+def _format_facts(weights: str, quantize: str, bound: Any) -> dict[str, Any]:
+    """Facts for a scheduled C engine's record: arch, weight format, the int8 ones."""
+    facts: dict[str, Any] = {"arch": host_arch_name(), "weights": weights}
+    if weights == "int8-dot":
+        from nanocompile.targets.arch import host_int8_dot
+
+        facts["int8_dot"] = host_int8_dot()
+    if quantize:
+        facts |= {"quantize": quantize, "int8_weight_bytes": bound.int8_bytes(),
+                  "int8_quantized_at_build": bound.quantized,
+                  "int8_quantize_seconds": bound.quantize_seconds}
+    return facts
 
 
 def host_arch_name() -> str:

@@ -111,9 +111,23 @@ def nanocompile_engine(model_dir: Path, weights: str | None, capacity: int) -> E
             token[0] = int(np.argmax(engine.forward([token[0]], cache, fresh=False)[-1]))
         return step
 
+    from nanocompile.backend.tuning_records import default_threads
+
     return Engine(f"{NANOCOMPILE}-{model.weights}", start, program.set_threads,
                   {"weights": model.weights,
-                   "tuning": os.environ.get("NANOCOMPILE_TUNING", "default")})
+                   "tuning": os.environ.get("NANOCOMPILE_TUNING", "default"),
+                   # one program for every thread count: the winners recorded for the
+                   # pool's default count (nanocompile tune --threads N), if any
+                   "tuned_kernels": model.tuned_winners(),
+                   "winners_for_threads": default_threads()})
+
+
+def _note_winners(engine: Engine, threads: Sequence[int]) -> None:
+    """Say so when a tuned program runs at a thread count it was not tuned for."""
+    tuned, count = engine.details.get("tuned_kernels"), engine.details.get("winners_for_threads")
+    if tuned and any(t != count for t in threads):
+        print(f"note: {engine.name} runs the winners recorded for {count} thread(s) "
+              f"({tuned} kernels) at every thread count", file=sys.stderr)
 
 
 def llama_engine(snapshot_dir: Path, name: str) -> Engine:
@@ -231,6 +245,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         for e in engines:
             e.set_threads(max(threads))
+            _note_winners(e, threads)
         gens = {e.name: (e.start(ids[:args.short], capacity), e.start(ids, capacity))
                 for e in engines}
         for t in threads:
