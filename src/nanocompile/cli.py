@@ -696,7 +696,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 def _tune_line(o: Any) -> str:
     """One kernel's outcome, as the tune command prints it."""
     names = o.job.names[0] + (f" (+{len(o.job.names) - 1})" if len(o.job.names) > 1 else "")
-    head = f"{names}: {len(o.result.tried)} candidates, best {o.result.best.text()}"
+    head = f"{names}: {len(o.result.tried)} candidates, best {o.best.text()}"
+    if o.best != o.result.best:
+        back = sum(a != b for a, b in zip(o.best.text().split(), o.result.best.text().split(),
+                                          strict=True))
+        head += f" (the search's {o.result.best.text()} with {back} knob(s) put back)"
     note = f"; {o.note}" if o.note else ""
     if not o.final_rounds:
         return f"{head}: the hand schedule ({o.hand_ns / 1e6:.3f} ms){note}"

@@ -15,10 +15,22 @@ better; ``math.inf``: refused, e.g. not bitwise or not applicable). The
 search is a function of ``space``, ``hand``, ``seed`` and the costs only, so
 replaying it with recorded costs (``replay``) tries exactly the same points in
 the same order: what the tests check.
+
+``toward_hand(hand, best, measure)`` then takes the best point back toward
+the hand one, a knob at a time, measured again (``tuning/tune.py`` measures
+it with more rounds): each step measures the point with every knob it changed
+from hand put back, one at a time, beside the point itself, and moves to the
+cheapest of them (a point put back wins a tie) until the point itself is the
+cheapest. The search measures with noise (a decode step streams its weights
+from memory: ~10-15 % between batches on a Zen 4), so its best point may
+change knobs that cost nothing in one workload and something in the other:
+on a Zen 4 at 1 thread gate/up's best had 4 knobs changed, one of them
+(``slp`` off) 16 % slower in the prefill and no faster in decode.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -108,3 +120,26 @@ def replay(space: Mapping[str, Sequence[int | bool]], hand: ProjectionKnobs,
     KeyError if it asks for a point the record lacks."""
     return search(space, hand, lambda batch: [costs[k.text()] for k in batch], seed=seed,
                   samples=samples, max_candidates=max_candidates)
+
+
+def toward_hand(hand: ProjectionKnobs, best: ProjectionKnobs, measure: Measure
+                ) -> tuple[ProjectionKnobs, list[list[tuple[ProjectionKnobs, float]]]]:
+    """``best`` taken back toward ``hand`` knob by knob (module docstring): the
+    point chosen and every step's batch with its costs (the point first)."""
+    names = [f.name for f in dataclasses.fields(ProjectionKnobs)]
+    current, steps = best, []
+    while True:
+        back = [current.replace(**{n: getattr(hand, n)}) for n in names
+                if getattr(current, n) != getattr(hand, n)]
+        if not back:
+            break
+        batch = [current, *back]
+        costs = [float(c) for c in measure(batch)]
+        if len(costs) != len(batch):
+            raise ValueError(f"measure returned {len(costs)} costs for {len(batch)} points")
+        steps.append(list(zip(batch, costs, strict=True)))
+        cheapest = min(range(1, len(batch)), key=lambda i: costs[i])
+        if not costs[cheapest] <= costs[0]:
+            break
+        current = batch[cheapest]
+    return current, steps

@@ -22,11 +22,14 @@ the search of ``tuning/search.py`` runs over its knob space
   took ~95 % of gate/up's cost on a Zen 4 and the decode tile was chosen by
   prefill alone).
 
-The best point is kept only if, in a final paired run of the hand-written
-schedule against it (``FINAL_ROUNDS`` rounds in one library), it is more than
-``THRESHOLD`` faster; either way the entry is recorded
-(``backend/tuning_records.py``) with every cost measured, so the search can
-be replayed, and ``compile`` then uses the winners.
+The search's best point is first taken back toward the hand point, a knob at
+a time, measured with ``FINAL_ROUNDS`` rounds (``search.toward_hand``: a knob
+the noise of the search changed for nothing goes back); that point is kept
+only if, in a final paired run of the hand-written schedule against it
+(``FINAL_ROUNDS`` rounds in one library), it is more than ``THRESHOLD``
+faster; either way the entry is recorded (``backend/tuning_records.py``) with
+every cost measured, so the search can be replayed, and ``compile`` then uses
+the winners.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from nanocompile.schedule.pack import PackPlan
 from nanocompile.schedule.primitives import ScheduleError
 from nanocompile.targets.arch import Arch
 from nanocompile.tuning.harness import CandidateLibrary, TuningError, Workload
-from nanocompile.tuning.search import SearchResult, search
+from nanocompile.tuning.search import SearchResult, search, toward_hand
 
 PREFILL_ROWS = 64
 WORKLOADS = (("decode", 1), (f"prefill{PREFILL_ROWS}", PREFILL_ROWS))
@@ -207,6 +210,13 @@ class Outcome:
     final_rounds: int = 0
     seconds: float = 0.0
     note: str = ""
+    chosen: ProjectionKnobs | None = None  # the search's best taken toward hand
+    toward: list[list[tuple[ProjectionKnobs, float]]] = field(default_factory=list)
+
+    @property
+    def best(self) -> ProjectionKnobs:
+        """The point run against hand: the search's best taken toward hand."""
+        return self.result.best if self.chosen is None else self.chosen
 
     @property
     def speedup(self) -> float:
@@ -215,13 +225,16 @@ class Outcome:
 
     @property
     def winner(self) -> bool:
-        return (self.result.best != self.job.hand and math.isfinite(self.speedup)
+        return (self.best != self.job.hand and math.isfinite(self.speedup)
                 and self.speedup > 1 + THRESHOLD)
 
     def entry(self, seed: int, samples: int, max_candidates: int) -> dict[str, Any]:
         """The record of this outcome (``backend/tuning_records.py``)."""
         return {"kernel": self.job.names[0], "kernels": self.job.names,
-                "knobs": self.result.best.text(), "hand": self.job.hand.text(),
+                "knobs": self.best.text(), "hand": self.job.hand.text(),
+                "search_best": self.result.best.text(),
+                "toward_hand": [[[k.text(), c if math.isfinite(c) else None] for k, c in step]
+                                for step in self.toward],
                 "winner": self.winner, "hand_ns": self.hand_ns, "tuned_ns": self.tuned_ns,
                 "speedup": self.speedup, "rounds_won": self.rounds_won,
                 "final_rounds": self.final_rounds, "candidates": len(self.result.tried),
@@ -296,14 +309,8 @@ def tune(job_list: Sequence[Job], arch: Arch, *, threads: int, seed: int = 0,
             result = partial if partial is not None else SearchResult(job.hand)
             note = str(e)
         outcome = Outcome(job, result, note=note)
-        if result.tried and _same_schedule(job, arch, result.best):
-            # the hand schedule is the best: nothing to run against it
-            outcome.hand_ns = outcome.tuned_ns = dict(result.tried).get(job.hand, math.nan)
-        elif result.tried:
-            hand_ns, tuned_ns, won = final_run(job, arch, result.best, threads,
-                                               stream_bytes=stream_bytes)
-            outcome.hand_ns, outcome.tuned_ns = hand_ns, tuned_ns
-            outcome.rounds_won, outcome.final_rounds = won, FINAL_ROUNDS
+        if result.tried:
+            _finish(outcome, arch, threads, deadline, stream_bytes)
         outcome.seconds = time.monotonic() - start
         if records is not None and result.tried:
             tuning_records.record(records, threads, job.key,
@@ -314,6 +321,29 @@ def tune(job_list: Sequence[Job], arch: Arch, *, threads: int, seed: int = 0,
         if on_outcome is not None:
             on_outcome(outcome, index + 1, len(job_list))
     return outcomes
+
+
+def _finish(outcome: Outcome, arch: Arch, threads: int, deadline: float,
+            stream_bytes: int | None) -> None:
+    """After a search: its best taken toward hand (not when the budget cut the
+    search short), then run against the hand schedule unless it is hand's."""
+    job, result = outcome.job, outcome.result
+    if not _same_schedule(job, arch, result.best) and not outcome.note:
+        try:
+            outcome.chosen, outcome.toward = toward_hand(
+                job.hand, result.best,
+                Measurer(job, arch, threads, rounds=FINAL_ROUNDS, deadline=deadline,
+                         stream_bytes=stream_bytes))
+        except BudgetExhausted as e:
+            outcome.note = f"{e} (the search's best kept)"
+    if _same_schedule(job, arch, outcome.best):
+        # the hand schedule is the best: nothing to run against it
+        outcome.hand_ns = outcome.tuned_ns = dict(result.tried).get(job.hand, math.nan)
+        return
+    hand_ns, tuned_ns, won = final_run(job, arch, outcome.best, threads,
+                                       stream_bytes=stream_bytes)
+    outcome.hand_ns, outcome.tuned_ns = hand_ns, tuned_ns
+    outcome.rounds_won, outcome.final_rounds = won, FINAL_ROUNDS
 
 
 def _same_schedule(job: Job, arch: Arch, knobs: ProjectionKnobs) -> bool:

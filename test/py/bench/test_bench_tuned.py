@@ -60,5 +60,5 @@ def test_each_thread_count_runs_its_own_winners(tiny_snapshot: Path, tmp_path: P
         assert model.program.threads() == threads  # type: ignore[attr-defined]
 
     shared = Shared(Snapshot.open(tiny_snapshot), thread_counts=(1, 3))
-    with pytest.raises(EngineUnavailable, match="at 3 thread.*--threads 3"):
+    with pytest.raises(EngineUnavailable, match=r"at 3 thread.*--threads 3"):
         ENGINES["c-bf16-tuned"].build(shared)

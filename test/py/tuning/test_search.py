@@ -23,7 +23,7 @@ from nanocompile.compiler import CompileOptions, Pipeline
 from nanocompile.schedule.knobs import ProjectionKnobs
 from nanocompile.targets.arch import host_arch
 from nanocompile.tuning import tune as tuning
-from nanocompile.tuning.search import neighbours, points, replay, search
+from nanocompile.tuning.search import neighbours, points, replay, search, toward_hand
 
 SPACE: dict[str, tuple[int | bool, ...]] = {
     "rows": (1, 2, 3, 4, 6), "columns": (1, 2, 4), "decode": (16,), "strided": (False, True),
@@ -143,3 +143,62 @@ def test_costs_count_time_per_token(tiny_snapshot: Path, monkeypatch: pytest.Mon
     costs, reasons = tuning.measure_kernels(job, [job.kernel, job.kernel], threads=1, rounds=3)
     assert reasons == [None, None]
     assert costs == [1000.0 + 1000.0, 1500.0 + 500.0]
+
+
+def test_toward_hand_puts_back_the_knobs_that_buy_nothing() -> None:
+    """From a best point with rows, slp and decode changed: putting slp back is
+    cheaper (step 1), then rows back costs the same (a tie goes to hand, step 2),
+    then decode back is dearer: the point keeps decode only. Each step measures
+    the point itself beside every knob put back."""
+    hand = ProjectionKnobs(6, 2, 16, strided=True, slp=True)
+    best = hand.replace(rows=5, decode=4, slp=False)
+    table = {best: 10.0, best.replace(rows=6): 11.0, best.replace(decode=16): 14.0,
+             best.replace(slp=True): 9.0,  # = hand.replace(rows=5, decode=4)
+             hand.replace(decode=4): 9.0, hand.replace(rows=5): 12.0, hand: 12.5}
+    log: list[list[ProjectionKnobs]] = []
+
+    def measure(batch: list[ProjectionKnobs]) -> list[float]:
+        log.append(list(batch))
+        return [table[k] for k in batch]
+
+    chosen, steps = toward_hand(hand, best, measure)
+    assert chosen == hand.replace(decode=4)
+    assert log == [[best, best.replace(rows=6), best.replace(decode=16), best.replace(slp=True)],
+                   [hand.replace(rows=5, decode=4), hand.replace(decode=4),
+                    hand.replace(rows=5)],
+                   [hand.replace(decode=4), hand]]
+    assert [[c for _, c in step] for step in steps] == [[10.0, 11.0, 14.0, 9.0],
+                                                        [9.0, 9.0, 12.0], [9.0, 12.5]]
+
+
+def test_toward_hand_from_hand_measures_nothing() -> None:
+    def measure(batch: list[ProjectionKnobs]) -> list[float]:
+        raise AssertionError("nothing to measure")
+
+    assert toward_hand(HAND, HAND, measure) == (HAND, [])
+    with pytest.raises(ValueError, match="1 costs for 2 points"):
+        toward_hand(HAND, HAND.replace(rows=3), lambda batch: [1.0])
+
+
+def test_the_record_and_the_line_name_the_point_taken_toward_hand() -> None:
+    from nanocompile.cli import _tune_line
+    from nanocompile.tuning.search import SearchResult
+
+    best = HAND.replace(rows=3, slp=False)
+    chosen = HAND.replace(rows=3)
+    job = tuning.Job("key", ["fused_mul_1", "fused_mul_2"], None, HAND, SPACE, ())  # type: ignore[arg-type]
+    outcome = tuning.Outcome(job, SearchResult(HAND, [(HAND, 2.0), (best, 1.0)]),
+                             hand_ns=2.0e6, tuned_ns=1.5e6, rounds_won=15, final_rounds=15,
+                             chosen=chosen, toward=[[(best, 1.1), (chosen, 1.0)],
+                                                    [(chosen, 1.0), (HAND, 2.0)]])
+    assert outcome.best == chosen
+    assert outcome.winner
+    entry = outcome.entry(seed=0, samples=3, max_candidates=6)
+    assert entry["knobs"] == chosen.text()
+    assert entry["search_best"] == best.text()
+    assert entry["toward_hand"] == [[[best.text(), 1.1], [chosen.text(), 1.0]],
+                                    [[chosen.text(), 1.0], [HAND.text(), 2.0]]]
+    line = _tune_line(outcome)
+    assert line.startswith(f"fused_mul_1 (+1): 2 candidates, best {chosen.text()} "
+                           f"(the search's {best.text()} with 1 knob(s) put back); ")
+    assert line.endswith("(1.333x, 15/15 rounds): kept")
