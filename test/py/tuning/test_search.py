@@ -21,7 +21,7 @@ import pytest
 from nanocompile import api
 from nanocompile.compiler import CompileOptions, Pipeline
 from nanocompile.schedule.knobs import ProjectionKnobs
-from nanocompile.targets.arch import host_arch
+from nanocompile.targets.arch import Arch, host_arch
 from nanocompile.tuning import tune as tuning
 from nanocompile.tuning.search import neighbours, points, replay, search, toward_hand
 
@@ -93,15 +93,21 @@ def test_replay_from_recorded_costs_tries_the_same_points() -> None:
         replay(SPACE, HAND, result.costs(), seed=6, samples=6, max_candidates=30)
 
 
-def test_replay_of_a_measured_search(tiny_snapshot: Path) -> None:
-    """A real (small) search of the tiny model's q projection: measured costs, then
-    the record's costs replayed give the same points."""
+def _first_job(snapshot: Path) -> tuple[Arch, tuning.Job]:
+    """The host arch and the first projection job of the tiny model (skips
+    without a vector arch: nothing to tune)."""
     arch = host_arch()
     if not arch.vector:
         pytest.skip("no vector arch here: nothing to tune")
-    model = api.load(tiny_snapshot)
+    model = api.load(snapshot)
     module = Pipeline(model._graph(True), CompileOptions(quantize=model._quantize)).module("loop")
-    job = tuning.jobs(module, arch)[0]
+    return arch, tuning.jobs(module, arch)[0]
+
+
+def test_replay_of_a_measured_search(tiny_snapshot: Path) -> None:
+    """A real (small) search of the tiny model's q projection: measured costs, then
+    the record's costs replayed give the same points."""
+    arch, job = _first_job(tiny_snapshot)
     measurer = tuning.Measurer(job, arch, threads=1, rounds=3, stream_bytes=1 << 20)
     result = search(job.space, job.hand, measurer, seed=2, samples=3, max_candidates=6)
     assert len(result.tried) == 6
@@ -119,12 +125,7 @@ def test_costs_count_time_per_token(tiny_snapshot: Path, monkeypatch: pytest.Mon
     """A projection's workloads are a decode step (1 token) and a 64-row prefill
     (64 tokens); a candidate's cost is the sum of their medians per token, so the
     decode step is not drowned by the prefill's larger time."""
-    arch = host_arch()
-    if not arch.vector:
-        pytest.skip("no vector arch here: nothing to tune")
-    model = api.load(tiny_snapshot)
-    module = Pipeline(model._graph(True), CompileOptions(quantize=model._quantize)).module("loop")
-    job = tuning.jobs(module, arch)[0]
+    _, job = _first_job(tiny_snapshot)
     assert [(w.name, w.syms.get("seq"), w.tokens) for w in job.workloads] == [
         ("decode", 1, 1), ("prefill64", 64, 64)]
 

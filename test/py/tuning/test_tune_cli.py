@@ -9,6 +9,7 @@ file (``NANOCOMPILE_TUNING``; the session's conftest sets it to ``off``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -151,7 +152,15 @@ def _check_json_entry(entry: dict[str, Any], max_candidates: int) -> None:
     for knobs, ns in costs:
         ProjectionKnobs.parse(knobs)
         assert ns is None or ns > 0
-    assert entry["knobs"] in [c[0] for c in costs]  # the best is one of those measured
+    assert entry["search_best"] in [c[0] for c in costs]  # the search's best was measured
+    steps = entry["toward_hand"]  # then taken toward hand: measured again, each step
+    if steps:
+        assert steps[0][0][0] == entry["search_best"]
+        assert entry["knobs"] in [p for step in steps for p, _ in step]
+        for before, step in itertools.pairwise(steps):  # each starts where the
+            assert step[0][0] in [p for p, _ in before[1:]]  # one before moved to
+    else:
+        assert entry["knobs"] == entry["search_best"]
     if entry["winner"]:
         assert entry["knobs"] != entry["hand"]
         assert entry["speedup"] > 1 + THRESHOLD
