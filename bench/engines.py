@@ -532,11 +532,12 @@ def _build_tuned(shared: Shared, graph: Any, bound: Any, fuse: bool, weights: st
         times = CompileTimes()
         program = compile_program(graph, bound, fuse=fuse, schedule=True, quantize=quantize,
                                   tuned=winners, times=times)
-        facts["tuned_winners"][str(threads)] = len(json.loads(winners))
+        recorded = len(json.loads(winners))
+        facts["tuned_winners"][str(threads)] = recorded
         facts["tuned_kernels"][str(threads)] = times.tuned_kernels
         if not times.tuned_kernels:
             raise EngineUnavailable(f"no winner recorded at {threads} thread(s) is a kernel of "
-                                    f"this program ({len(json.loads(winners))} recorded; run: "
+                                    f"this program ({recorded} recorded; run: "
                                     f"nanocompile tune --weights {weights} --threads {threads})")
         by_threads[threads] = (Engine(shared.config, CompiledBackend(program)), program)
     return _TunedModel(by_threads, facts)

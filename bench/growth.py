@@ -96,6 +96,7 @@ def nanocompile_engine(model_dir: Path, weights: str | None, capacity: int) -> E
     """nanocompile's compiled engine in the ``weights`` format (``None``: the
     snapshot's), through the API as generation uses it."""
     from nanocompile.api import load
+    from nanocompile.backend.tuning_records import default_threads
 
     model = load(model_dir, weights=weights, context=capacity)
     program = getattr(getattr(model.engine, "backend", None), "program", None)
@@ -110,8 +111,6 @@ def nanocompile_engine(model_dir: Path, weights: str | None, capacity: int) -> E
         def step() -> None:
             token[0] = int(np.argmax(engine.forward([token[0]], cache, fresh=False)[-1]))
         return step
-
-    from nanocompile.backend.tuning_records import default_threads
 
     return Engine(f"{NANOCOMPILE}-{model.weights}", start, program.set_threads,
                   {"weights": model.weights,

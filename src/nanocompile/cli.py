@@ -22,6 +22,7 @@ compiler, the server) are imported by the subcommands that need them, so
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import math
@@ -698,8 +699,8 @@ def _tune_line(o: Any) -> str:
     names = o.job.names[0] + (f" (+{len(o.job.names) - 1})" if len(o.job.names) > 1 else "")
     head = f"{names}: {len(o.result.tried)} candidates, best {o.best.text()}"
     if o.best != o.result.best:
-        back = sum(a != b for a, b in zip(o.best.text().split(), o.result.best.text().split(),
-                                          strict=True))
+        back = sum(getattr(o.best, f.name) != getattr(o.result.best, f.name)
+                   for f in dataclasses.fields(o.best))
         head += f" (the search's {o.result.best.text()} with {back} knob(s) put back)"
     note = f"; {o.note}" if o.note else ""
     if not o.final_rounds:
