@@ -85,6 +85,7 @@ from typing import Any
 import numpy as np
 
 from bench import BenchError, command, results, stats
+from bench.idle import DEFAULT_TIMEOUT, wait_for_idle_threads
 
 ROWS = (1, 64)  # decode: one row; prefill: 64 rows
 WEIGHT_FORMATS = {"f32": 4, "bf16": 2}  # --weights: bytes per stored element
@@ -504,6 +505,8 @@ class Case:
     kernel: list[float] = field(default_factory=list)  # seconds inside nanocompile's kernels
     check: dict[str, float] = field(default_factory=dict)
     nanocompile_threads: int = 0  # the pool's count as the program reports it
+    settle: list[float] = field(default_factory=list)  # seconds waited for idle threads
+    settle_timeouts: int = 0  # timed calls started with another thread still running
 
     def summary(self, limits: dict[str, Any]) -> dict[str, Any]:
         """Medians, minima and spreads in ms, the ratio, % of roofline and the verdict."""
@@ -537,6 +540,9 @@ class Case:
             "check_rel_error": dict(self.check), "nanocompile_pool_threads":
                 self.nanocompile_threads,
             "issue6": issue6,
+            "settle_ms": {"median": stats.median([1e3 * v for v in self.settle]),
+                          "max": 1e3 * max(self.settle)} if self.settle else None,
+            "settle_timeouts": self.settle_timeouts,
         }
 
 
@@ -544,6 +550,14 @@ def _pct(floor_ms: float, ms: float) -> float:
     """``floor / ms`` in percent; 0 for a time below the clock's resolution (never inf:
     records are strict JSON)."""
     return 100 * floor_ms / ms if ms > 0 else 0.0
+
+
+def _settle(case: Case) -> None:
+    """Wait until no other thread of the process runs (OpenBLAS's spin after its
+    call, see ``bench/idle.py``) before a timed call; count a timeout."""
+    found = wait_for_idle_threads()
+    case.settle.append(found.seconds)
+    case.settle_timeouts += not found.idle
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -575,8 +589,10 @@ def run_case(case: Case, program: Any, reference_fn: Callable[[np.ndarray], np.n
         for r in range(rounds):
             for values, fn in engines if r % 2 == 0 else engines[::-1]:
                 evict(case.threads)
+                _settle(case)
                 values.append(_timed(fn))
             evict(case.threads)
+            _settle(case)
             case.kernel.append(kernel_seconds(program, x))
     finally:
         gc.enable()
@@ -937,6 +953,11 @@ def run_benchmark(args: argparse.Namespace) -> int:
     print(format_issue6_goals(goals6))
     for flag in control_flags:
         print(f"control: {flag}")
+    timeouts = sum(c.settle_timeouts for c in cases)
+    if timeouts:
+        print(f"warning: {timeouts} timed call(s) started with another thread of this process "
+              f"still running after {DEFAULT_TIMEOUT:g} s of waiting (OpenBLAS's or the pool's "
+              "spin): those calls shared the cores")
     if load_before > BUSY_LOAD:
         print(f"warning: the machine was busy as the run started (1-min load {load_before:.2f}, "
               f"{load_after:.2f} after): another process shared the cores, so the "
