@@ -376,8 +376,22 @@ class CompiledProgram:
         launch, then the whole entry's (``ns[launches]``)."""
         return np.zeros(self.launches + 1, np.int64)
 
+    def prepare(self, inputs: Mapping[str, Any]) -> PreparedCall:
+        """A call on ``inputs`` checked, planned and allocated once, to run many
+        times (``PreparedCall``): the calls of a benchmark, or of a caller that
+        refills the same input arrays."""
+        return PreparedCall(self, inputs)
+
     def _call(self, inputs: Mapping[str, Any],
               ns: np.ndarray | None) -> dict[str, np.ndarray]:
+        bindings, outputs = self._checked(inputs)
+        with self._lock:
+            return self._run_locked(inputs, outputs, bindings, ns)
+
+    def _checked(self, inputs: Mapping[str, Any]
+                 ) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+        """The symbols ``inputs`` bind, after every check of a call, and new
+        output arrays (a state's output: its input array)."""
         bindings = self.signature.bind(inputs)
         self._check_requirements(bindings)
         for iname, _ in self.signature.inputs:
@@ -391,8 +405,17 @@ class CompiledProgram:
                    self.new_output(oname, [d.evaluate(bindings) for d in spec.shape],
                                    _np(spec.dtype))
                    for oname, spec in self.signature.outputs}
-        with self._lock:
-            return self._run_locked(inputs, outputs, bindings, ns)
+        return dict(bindings), outputs
+
+    def _io_for(self, inputs: Mapping[str, np.ndarray],
+                outputs: Mapping[str, np.ndarray]) -> ctypes.Array[ctypes.c_void_p]:
+        """The io pointer array of a call: the weights' (set once) and these
+        inputs' and outputs' data."""
+        io_array = type(self._io_array).from_buffer_copy(self._io_array)
+        for slot, kind, bname in self._per_call:
+            source = inputs if kind in ("input", "state") else outputs
+            io_array[slot] = source[bname].ctypes.data
+        return io_array
 
     def _run_locked(self, inputs: Mapping[str, np.ndarray], outputs: dict[str, np.ndarray],
                     bindings: Mapping[str, int], ns: np.ndarray | None
@@ -404,10 +427,7 @@ class CompiledProgram:
                                    plan.size + 64, np.uint8, zero=True)
         base = self._arena.ctypes.data
         arena_ptr = base + (-base % 64)
-        io_array = type(self._io_array).from_buffer_copy(self._io_array)  # weights: set once
-        for slot, kind, bname in self._per_call:
-            source = inputs if kind in ("input", "state") else outputs
-            io_array[slot] = source[bname].ctypes.data
+        io_array = self._io_for(inputs, outputs)
         syms = (ctypes.c_int64 * max(1, len(self._symbols)))(
             *[bindings[s] for s in self._symbols])
         offsets = (ctypes.c_int64 * max(1, len(plan.offsets)))(*plan.offsets)
@@ -453,6 +473,43 @@ def _check_messages(module: ModuleOp) -> dict[tuple[str, int], str]:
                 if isinstance(op, loop.CheckOp):
                     out[(kernel.sym_name.data, op.code.data)] = op.message.data
     return out
+
+
+class PreparedCall:
+    """One call of a program prepared once (``CompiledProgram.prepare``): the
+    inputs checked and their symbols bound, the arena planned and allocated,
+    the outputs allocated and the io pointer array filled at construction, so
+    ``run`` only calls the C entry. It reads the inputs' current contents (the
+    arrays given, kept alive here: refill them in place to call again on new
+    values) and returns the same output arrays every time (a state's output is
+    its input array, updated in place)."""
+
+    def __init__(self, program: CompiledProgram, inputs: Mapping[str, Any]) -> None:
+        self.program = program
+        bindings, outputs = program._checked(inputs)
+        self.bindings = MappingProxyType(bindings)
+        self.inputs = dict(inputs)
+        self.outputs = MappingProxyType(outputs)
+        plan = program.plan(bindings)
+        self._arena = allocate(f"the arena of @{program.signature.name}'s temporaries",
+                               plan.size + 64, np.uint8, zero=True)
+        base = self._arena.ctypes.data
+        self._io = program._io_for(self.inputs, outputs)
+        self._syms = (ctypes.c_int64 * max(1, len(program._symbols)))(
+            *[bindings[s] for s in program._symbols])
+        self._offsets = (ctypes.c_int64 * max(1, len(plan.offsets)))(*plan.offsets)
+        self._args = (ctypes.addressof(self._syms), ctypes.addressof(self._io),
+                      base + (-base % 64), ctypes.addressof(self._offsets))
+
+    def run(self) -> Mapping[str, np.ndarray]:
+        """Call the C entry once; the outputs (the same arrays on every call)."""
+        program = self.program
+        with program._lock:
+            rc = program._entry(*self._args)
+            program.calls += 1
+        if rc != 0:
+            raise program._error(rc)
+        return self.outputs
 
 
 class CompiledBackend:
