@@ -33,9 +33,9 @@ LM head) at 1 row (decode) and 64 rows (prefill):
   the last-level cache, split over the threads) so the weights stream from
   memory as in the model, where the other 23 layers' weights pass through
   the caches between two uses, and by a wait until no other thread of the
-  process runs (OpenBLAS spins after its calls: ``bench/idle.py``). A third call per round goes through the
-  profiling entry for nanocompile's time inside the kernel (without the
-  Python call overhead);
+  process runs (OpenBLAS spins after its calls: ``bench/idle.py``). A third
+  call per round goes through the profiling entry for nanocompile's time
+  inside the kernel (without the Python call overhead);
 * the floor is this machine's probe: weight bytes / read bandwidth at 1 row,
   ``2 M N K`` / the FMA peak of the widest vector the CPU has at 64 rows
   (``fma_f32x16``, ``_mm512_fmadd_ps``, when it reports ``avx512f``, else

@@ -92,6 +92,7 @@ def test_cache_holds_spec_quantization_and_maps_it_the_second_time(
         q, scale = second[name]
         assert not q.flags.writeable, name  # the mapped file
         assert not q.flags.owndata, name
+        assert q.ctypes.data % 64 == 0, name  # the int8 rows start on a cache line
         np.testing.assert_array_equal(q, first[name][0])
         np.testing.assert_array_equal(scale, first[name][1])
     assert sorted(p.name for p in again.directory.iterdir()) == \

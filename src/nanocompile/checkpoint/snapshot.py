@@ -327,7 +327,11 @@ def _write_atomically(path: Path, data: bytes) -> bool:
 # int8 copies of the matrices, on disk
 
 
-INT8_FORMAT = "nanocompile-int8/1"  # bump when an entry's layout or contents change
+INT8_FORMAT = "nanocompile-int8/2"  # bump when an entry's layout or contents change
+INT8_DATA_ALIGNMENT = 64
+"""An entry's data starts on a cache line once mapped (format 2; format 1's
+started 8-byte aligned: 16 or 24 bytes into a line, where every 64-byte load of
+kernel B's int8 rows straddled two lines)."""
 TMP_PREFIX = ".tmp-int8-"
 ROWS_PER_CHUNK = 4096  # rows quantized at a time (an embedding is never widened whole)
 
@@ -472,7 +476,8 @@ class Int8Cache:
         try:
             staged = staging / path.name
             write_safetensors(staged, {"int8": ("I8", q), "scale": ("F32", scale)},
-                              self._metadata(name, _data_digest(q, scale)))
+                              self._metadata(name, _data_digest(q, scale)),
+                              data_alignment=INT8_DATA_ALIGNMENT)
             os.replace(staged, path)
         except OSError:
             return q, scale

@@ -94,6 +94,27 @@ def test_round_trip_all_dtypes(tmp_path: Path) -> None:
             np.testing.assert_array_equal(got, array)
 
 
+@pytest.mark.parametrize("alignment", [64, 4096])
+def test_writer_puts_the_data_at_the_alignment_asked(tmp_path: Path, alignment: int) -> None:
+    path = tmp_path / "m.safetensors"
+    # sorted by name: "a" (128 bytes) first, so "b" starts 128 bytes on
+    tensors = {"a": ("I8", np.arange(128, dtype=np.int8).reshape(2, 64)),
+               "b": ("F32", np.ones(2, np.float32))}
+    write_safetensors(path, tensors, data_alignment=alignment)
+    n = struct.unpack("<Q", path.read_bytes()[:8])[0]
+    assert (8 + n) % alignment == 0
+    f = SafetensorsFile.open(path)
+    try:
+        np.testing.assert_array_equal(f.raw("a"), tensors["a"][1])
+        np.testing.assert_array_equal(f.raw("b"), tensors["b"][1])
+        assert f.raw("a").ctypes.data % min(alignment, mmap.PAGESIZE) == 0
+        assert f.raw("b").ctypes.data % 64 == 0
+    finally:
+        f.close()
+    with pytest.raises(ValueError, match="multiple of 8"):
+        write_safetensors(path, tensors, data_alignment=12)
+
+
 def test_writer_layout_is_hf_layout(tmp_path: Path) -> None:
     """Sorted names, contiguous offsets, header padded with spaces to 8 bytes."""
     path = tmp_path / "m.safetensors"
