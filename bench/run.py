@@ -91,7 +91,11 @@ prompt (two different quantizations of random weights: they need not agree
 to the end; both are also compared with the reference in the work table).
 
 A goal whose engines or thread counts are not in the run is reported as not
-judged, with the reason.
+judged, with the reason. When the ``-tuned`` twins ran (``c-bf16-tuned``;
+``c-int8-tuned`` / ``c-int8-dot-tuned``: the same programs with this
+machine's tuned schedules), issue 17's and 18's goals are judged on them as
+well, printed after the hand schedules' and stored as ``goals_issue17_tuned``
+and ``goals_issue18_tuned`` (None when they did not run).
 """
 
 from __future__ import annotations
@@ -153,6 +157,9 @@ GOAL18_VS_LLAMA_Q8 = 1.5  # decode: c-int8 this many x faster than llama-q8_0
 GOAL18_ROOFLINE = 0.80  # decode: at >= this fraction of its bandwidth roofline
 GOAL18_KERNEL_B_PREFILL = 2.0  # kernel-B prefill@128: this many x faster than llama-q8_0
 INT8_DOT_ENGINE = "c-int8-dot"  # spec §5 kernel B (W8A8, integer dot products)
+BF16_TUNED, INT8_TUNED, INT8_DOT_TUNED = (f"{e}-tuned" for e in (BF16_ENGINE, "c-int8",
+                                                                  "c-int8-dot"))
+"""The ``-tuned`` twins the goals of issues 17 and 18 are judged on too, when they ran."""
 
 
 def prefill_metric(prompt: int) -> str:
@@ -776,11 +783,11 @@ def _missing(pairs: Sequence[tuple[str, Any]], what: str, threads: int) -> dict[
 
 
 def _bf16_decode_faster(index: dict[tuple[str, int, str], dict[str, Any]], threads: int,
-                        peer: str, factor: float) -> dict[str, Any]:
-    nc = index.get((BF16_ENGINE, threads, DECODE))
+                        peer: str, factor: float, engine: str = BF16_ENGINE) -> dict[str, Any]:
+    nc = index.get((engine, threads, DECODE))
     other = index.get((peer, threads, DECODE))
     if nc is None or other is None:
-        return _missing(((BF16_ENGINE, nc), (peer, other)), "decode", threads)
+        return _missing(((engine, nc), (peer, other)), "decode", threads)
     test = paired_factor_test(other["values"], nc["values"], factor)
     return {"met": test.p_value <= ALPHA, "factor": factor, "peer": peer,
             "median": nc["median"], "peer_median": other["median"],
@@ -807,12 +814,12 @@ def _bf16_roofline(index: dict[tuple[str, int, str], dict[str, Any]], threads: i
 
 
 def _bf16_prefill_level(index: dict[tuple[str, int, str], dict[str, Any]],
-                        threads: int) -> dict[str, Any]:
+                        threads: int, engine: str = BF16_ENGINE) -> dict[str, Any]:
     metric = prefill_metric(GOAL_PREFILL_TOKENS)
-    nc = index.get((BF16_ENGINE, threads, metric))
+    nc = index.get((engine, threads, metric))
     f32 = index.get((REFERENCE_ENGINE, threads, metric))
     if nc is None or f32 is None:
-        return _missing(((BF16_ENGINE, nc), (REFERENCE_ENGINE, f32)), metric, threads)
+        return _missing(((engine, nc), (REFERENCE_ENGINE, f32)), metric, threads)
     f32_faster = stats.sign_test(f32["values"], nc["values"])
     ratio = nc["median"] / f32["median"] if f32["median"] > 0 else float("inf")
     return {"met": f32_faster.p_value > ALPHA and ratio <= 1.0, "median": nc["median"],
@@ -821,26 +828,30 @@ def _bf16_prefill_level(index: dict[tuple[str, int, str], dict[str, Any]],
 
 
 def evaluate_goals_issue17(measurements: list[dict[str, Any]], *, threads: Sequence[int],
-                           decode_bytes: int | None, bandwidth: dict[str, Any] | None
-                           ) -> dict[str, Any]:
-    """Issue 17's item-4 goals over one run's measurements (see the module doc).
+                           decode_bytes: int | None, bandwidth: dict[str, Any] | None,
+                           engine: str = BF16_ENGINE) -> dict[str, Any]:
+    """Issue 17's item-4 goals over one run's measurements (see the module doc),
+    judged on ``engine`` (c-bf16, or c-bf16-tuned: the same program with this
+    machine's tuned schedules).
 
-    ``decode_bytes`` is c-bf16's IR bytes per decode step; ``bandwidth``
+    ``decode_bytes`` is the engine's IR bytes per decode step; ``bandwidth``
     ``{"gbs": {threads: GB/s}, "time": ...}`` from a clean probe record (None:
     the roofline goals are not judged). Every goal, per thread count, has
     ``met``: True, False, or None when it could not be judged (with a ``reason``).
     """
     index = {(m["engine"], m["threads"], m["metric"]): m for m in measurements}
     return {
-        "engine": BF16_ENGINE, "prefill_tokens": GOAL_PREFILL_TOKENS, "alpha": ALPHA,
+        "engine": engine, "prefill_tokens": GOAL_PREFILL_TOKENS, "alpha": ALPHA,
         "decode_vs_llama_f32": {str(t): _bf16_decode_faster(index, t, LLAMA_F32,
-                                                            GOAL17_VS_LLAMA_F32)
+                                                            GOAL17_VS_LLAMA_F32, engine)
                                 for t in threads},
-        "decode_vs_llama_bf16": {str(t): _bf16_decode_faster(index, t, LLAMA_BF16, 1.0)
+        "decode_vs_llama_bf16": {str(t): _bf16_decode_faster(index, t, LLAMA_BF16, 1.0,
+                                                             engine)
                                  for t in threads},
-        "decode_roofline": {str(t): _bf16_roofline(index, t, decode_bytes, bandwidth)
+        "decode_roofline": {str(t): _bf16_roofline(index, t, decode_bytes, bandwidth,
+                                                   engine=engine)
                             for t in threads},
-        "prefill_vs_f32": {str(t): _bf16_prefill_level(index, t) for t in threads},
+        "prefill_vs_f32": {str(t): _bf16_prefill_level(index, t, engine) for t in threads},
     }
 
 
@@ -853,19 +864,19 @@ GOAL17_TITLES = {
 }
 
 
-def _goal17_detail(key: str, g: dict[str, Any]) -> str:
+def _goal17_detail(key: str, g: dict[str, Any], engine: str = BF16_ENGINE) -> str:
     if key in ("decode_vs_llama_f32", "decode_vs_llama_bf16"):
         test = g["sign_test"]
         beyond = f"{g['factor']:g}x faster" if g["factor"] != 1 else "faster"
         return (f"medians {g['median']:.2f} vs {g['peer_median']:.2f} ms/token: "
-                f"{g['peer']}/{BF16_ENGINE} {g['peer_over_bf16']:.2f}x; {beyond} in "
+                f"{g['peer']}/{engine} {g['peer_over_bf16']:.2f}x; {beyond} in "
                 f"{_p(test)}")
     if key == "decode_roofline":
         return (f"{g['median']:.2f} ms/token vs floor {g['floor_ms']:.2f} = "
                 f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, probe "
                 f"{g['probe_time']}: {100 * g['fraction_of_roofline']:.0f}%")
     return (f"medians {g['median']:.2f} vs {g['f32_median']:.2f} ms/token: "
-            f"{BF16_ENGINE}/{REFERENCE_ENGINE} {g['bf16_over_f32']:.2f}x; {REFERENCE_ENGINE} "
+            f"{engine}/{REFERENCE_ENGINE} {g['bf16_over_f32']:.2f}x; {REFERENCE_ENGINE} "
             f"faster in {_p(g['f32_faster'])}")
 
 
@@ -880,7 +891,7 @@ def format_goals_issue17(goals: dict[str, Any]) -> str:
             if g["met"] is not None:
                 judged += 1
                 met += bool(g["met"])
-                line += f" ({_goal17_detail(key, g)})"
+                line += f" ({_goal17_detail(key, g, goals['engine'])})"
                 if not g["met"]:
                     missed.append(f"{title} at {t} thr")
             lines.append(line)
@@ -920,30 +931,34 @@ def leading_agreement(tokens: dict[str, list[int]], a: str, b: str) -> dict[str,
 
 def evaluate_goals_issue18(measurements: list[dict[str, Any]], *, threads: Sequence[int],
                            decode_bytes: int | None, bandwidth: dict[str, Any] | None,
-                           tokens: dict[str, list[int]] | None = None) -> dict[str, Any]:
+                           tokens: dict[str, list[int]] | None = None,
+                           engine: str = INT8_ENGINE, dot_engine: str = INT8_DOT_ENGINE
+                           ) -> dict[str, Any]:
     """Issue 18's item-4 goals over one run's measurements (see the module doc).
 
     ``decode_bytes`` is c-int8's IR bytes per decode step; ``bandwidth`` as for
     :func:`evaluate_goals_issue17`; ``tokens`` each engine's greedy tokens on the
     decode prompt (for the agreement of c-int8 and llama-q8_0). Every goal, per
     thread count, has ``met``: True, False, or None when it could not be judged
-    (with a ``reason``).
+    (with a ``reason``). ``engine`` and ``dot_engine``: kernel A's and kernel
+    B's engines (c-int8 and c-int8-dot, or their ``-tuned`` twins).
     """
     index = {(m["engine"], m["threads"], m["metric"]): m for m in measurements}
     return {
-        "engine": INT8_ENGINE, "prefill_tokens": GOAL_PREFILL_TOKENS, "alpha": ALPHA,
-        "decode_vs_llama_q8_0": {str(t): _int8_faster(index, t, INT8_ENGINE, DECODE,
+        "engine": engine, "dot_engine": dot_engine, "prefill_tokens": GOAL_PREFILL_TOKENS,
+        "alpha": ALPHA,
+        "decode_vs_llama_q8_0": {str(t): _int8_faster(index, t, engine, DECODE,
                                                       GOAL18_VS_LLAMA_Q8)
                                  for t in threads},
         "decode_roofline": {str(t): _bf16_roofline(index, t, decode_bytes, bandwidth,
-                                                   engine=INT8_ENGINE, limit=GOAL18_ROOFLINE)
+                                                   engine=engine, limit=GOAL18_ROOFLINE)
                             for t in threads},
         "kernel_b_prefill_vs_llama_q8_0": {
-            str(t): _int8_faster(index, t, INT8_DOT_ENGINE,
+            str(t): _int8_faster(index, t, dot_engine,
                                  prefill_metric(GOAL_PREFILL_TOKENS),
                                  GOAL18_KERNEL_B_PREFILL)
             for t in threads},
-        "tokens_vs_llama_q8_0": leading_agreement(tokens or {}, INT8_ENGINE, LLAMA_Q8),
+        "tokens_vs_llama_q8_0": leading_agreement(tokens or {}, engine, LLAMA_Q8),
     }
 
 
@@ -955,9 +970,10 @@ GOAL18_TITLES = {
 }
 
 
-def _goal18_detail(key: str, g: dict[str, Any]) -> str:
+def _goal18_detail(key: str, g: dict[str, Any], engines: tuple[str, str] = (
+        INT8_ENGINE, INT8_DOT_ENGINE)) -> str:
     if key in ("decode_vs_llama_q8_0", "kernel_b_prefill_vs_llama_q8_0"):
-        engine = INT8_ENGINE if key == "decode_vs_llama_q8_0" else INT8_DOT_ENGINE
+        engine = engines[0] if key == "decode_vs_llama_q8_0" else engines[1]
         return (f"medians {g['median']:.2f} vs {g['peer_median']:.2f} ms/token: "
                 f"{g['peer']}/{engine} {g['peer_over_int8']:.2f}x; {g['factor']:g}x "
                 f"faster in {_p(g['sign_test'])}")
@@ -969,11 +985,12 @@ def _goal18_detail(key: str, g: dict[str, Any]) -> str:
 def format_goals_issue18(goals: dict[str, Any]) -> str:
     """Issue 18's item-4 goals, one line per goal and thread count, the token
     agreement with llama-q8_0, then the misses."""
-    lines = [f"issue 18 goals ({goals['engine']}, int8 kernel A; sign tests exact, one-sided, "
-             f"paired rounds, p <= {goals['alpha']}):"]
+    engines = (goals["engine"], goals.get("dot_engine", INT8_DOT_ENGINE))
+    lines = [f"issue 18 goals ({engines[0]}, int8 kernel A, and {engines[1]}, kernel B; sign "
+             f"tests exact, one-sided, paired rounds, p <= {goals['alpha']}):"]
     agree = goals.get("tokens_vs_llama_q8_0")
     if agree is None:
-        lines.append(f"  greedy tokens vs {LLAMA_Q8}: not compared ({INT8_ENGINE} and "
+        lines.append(f"  greedy tokens vs {LLAMA_Q8}: not compared ({engines[0]} and "
                      f"{LLAMA_Q8} did not both run)")
     else:
         lines.append(f"  greedy tokens vs {LLAMA_Q8}: the first {agree['leading_equal']} of "
@@ -985,7 +1002,7 @@ def format_goals_issue18(goals: dict[str, Any]) -> str:
             if g["met"] is not None:
                 judged += 1
                 met += bool(g["met"])
-                line += f" ({_goal18_detail(key, g)})"
+                line += f" ({_goal18_detail(key, g, engines)})"
                 if not g["met"]:
                     missed.append(f"{title} at {t} thr")
             lines.append(line)
@@ -1137,17 +1154,26 @@ def run_command(args: argparse.Namespace) -> int:
         previous=previous_decode(history, kind=kind, model_id=model["id"],
                                  decode_prompt=settings.prompt_tokens[0]),
         machine_id=facts["id"])
-    goals17 = evaluate_goals_issue17(
-        measurements, threads=settings.threads,
-        decode_bytes=next((b.work.decode_bytes(settings.prompt_tokens[0]) for b in built
-                           if b.name == BF16_ENGINE), None),
-        bandwidth=probe_bandwidth(threads=settings.threads))
-    goals18 = evaluate_goals_issue18(
-        measurements, threads=settings.threads,
-        decode_bytes=next((b.work.decode_bytes(settings.prompt_tokens[0]) for b in built
-                           if b.name == INT8_ENGINE), None),
-        bandwidth=probe_bandwidth(threads=settings.threads),
-        tokens={e: s.tokens for (e, t), s in slots.items() if t == min(settings.threads)})
+    def decode_bytes(name: str) -> int | None:
+        return next((b.work.decode_bytes(settings.prompt_tokens[0]) for b in built
+                     if b.name == name), None)
+
+    ran = {m["engine"] for m in measurements}
+    tokens = {e: s.tokens for (e, t), s in slots.items() if t == min(settings.threads)}
+    bandwidth = probe_bandwidth(threads=settings.threads)
+    goals17 = evaluate_goals_issue17(measurements, threads=settings.threads,
+                                     decode_bytes=decode_bytes(BF16_ENGINE), bandwidth=bandwidth)
+    goals18 = evaluate_goals_issue18(measurements, threads=settings.threads,
+                                     decode_bytes=decode_bytes(INT8_ENGINE), bandwidth=bandwidth,
+                                     tokens=tokens)
+    # the same goals judged on the -tuned twins, where they ran (this machine's schedules)
+    goals17_tuned = evaluate_goals_issue17(
+        measurements, threads=settings.threads, decode_bytes=decode_bytes(BF16_TUNED),
+        bandwidth=bandwidth, engine=BF16_TUNED) if BF16_TUNED in ran else None
+    goals18_tuned = evaluate_goals_issue18(
+        measurements, threads=settings.threads, decode_bytes=decode_bytes(INT8_TUNED),
+        bandwidth=bandwidth, tokens=tokens, engine=INT8_TUNED,
+        dot_engine=INT8_DOT_TUNED) if {INT8_TUNED, INT8_DOT_TUNED} & ran else None
     print()
     print(format_tables(measurements, built, settings, agree))
     print(f"\nload average: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end "
@@ -1155,13 +1181,18 @@ def run_command(args: argparse.Namespace) -> int:
           f"{'set by threadpoolctl' if threads.controlled else 'NOT controlled'}")
     print(format_goals(goals))
     print(format_goals_issue17(goals17))
+    if goals17_tuned is not None:
+        print(format_goals_issue17(goals17_tuned))
     print(format_goals_issue18(goals18))
+    if goals18_tuned is not None:
+        print(format_goals_issue18(goals18_tuned))
     if settings.record:
         context = {"run_id": uuid.uuid4().hex[:12], "model": model,
                    "settings": settings.as_dict(), "agreement": agree,
                    "loadavg_start": load_start, "loadavg_end": load_end,
                    "blas_threads_controlled": threads.controlled, "goals_issue16": goals,
-                   "goals_issue17": goals17, "goals_issue18": goals18}
+                   "goals_issue17": goals17, "goals_issue18": goals18,
+                   "goals_issue17_tuned": goals17_tuned, "goals_issue18_tuned": goals18_tuned}
         n = write_records(measurements, built, settings, context, threads)
         print(f"appended {n} records to {settings.results_path}")
     return 0

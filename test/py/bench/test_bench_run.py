@@ -170,7 +170,7 @@ def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
     assert "load average:" in out
     assert "issue 16 goals, machine kind" in out
     assert "issue 17 goals (c-bf16;" in out
-    assert "issue 18 goals (c-int8, int8 kernel A;" in out
+    assert "issue 18 goals (c-int8, int8 kernel A, and c-int8-dot, kernel B;" in out
     # judged when c-int8-dot and llama-q8_0 both measured prefill @128; never the
     # wording of the goal before kernel B had a vector path
     assert "kernel-B prefill @128 >= 2x faster than llama-q8_0, 1 thr: " in out

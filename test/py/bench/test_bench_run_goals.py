@@ -15,10 +15,13 @@ import pytest
 from bench import probe, results, stats
 from bench.run import (
     BF16_ENGINE,
+    BF16_TUNED,
     DECODE,
     GOAL_DECODE_NO_SLOWER,
     INT8_DOT_ENGINE,
+    INT8_DOT_TUNED,
     INT8_ENGINE,
+    INT8_TUNED,
     LLAMA_BF16,
     LLAMA_F32,
     LLAMA_Q8,
@@ -405,3 +408,51 @@ def test_int8_goals_record_the_token_agreement_with_llama_q8_0() -> None:
     text = format_goals_issue18(goals)
     assert "greedy tokens vs llama-q8_0: the first 2 of 4 agree" in text
     assert text.splitlines()[-1] == "  issue 18: 1 of 1 judged goals met"
+
+
+# --------------------------------------------------------------------------
+# the same goals judged on the -tuned twins
+
+
+def test_issue17_goals_judge_the_engine_asked() -> None:
+    """The tuned twin is judged on its own rounds, and named in the printout."""
+    measurements = [_m(BF16_ENGINE, 1, DECODE, [12.0] * 5),
+                    _m(BF16_TUNED, 1, DECODE, [9.0] * 5),
+                    _m(LLAMA_BF16, 1, DECODE, [10.0] * 5),
+                    _m(REFERENCE_ENGINE, 1, PREFILL, [2.0] * 5),
+                    _m(BF16_TUNED, 1, PREFILL, [2.1] * 5)]
+    hand = _goals17(measurements)
+    tuned = evaluate_goals_issue17(measurements, threads=(1,), decode_bytes=1_000_000_000,
+                                   bandwidth=None, engine=BF16_TUNED)
+    assert hand["engine"] == BF16_ENGINE
+    assert hand["decode_vs_llama_bf16"]["1"]["met"] is False
+    assert hand["prefill_vs_f32"]["1"]["met"] is None  # c-bf16's prefill not measured
+    assert tuned["engine"] == BF16_TUNED
+    assert tuned["decode_vs_llama_bf16"]["1"]["met"] is True
+    assert tuned["decode_vs_llama_bf16"]["1"]["median"] == 9.0
+    assert tuned["prefill_vs_f32"]["1"]["met"] is False  # slower in every round
+    text = format_goals_issue17(tuned)
+    assert text.startswith(f"issue 17 goals ({BF16_TUNED};")
+    assert f"llama-bf16/{BF16_TUNED} 1.11x" in text
+    assert f"{BF16_TUNED}/{REFERENCE_ENGINE} 1.05x" in text
+
+
+def test_issue18_goals_judge_the_engines_asked() -> None:
+    metric = prefill_metric(128)
+    measurements = [_m(INT8_ENGINE, 1, DECODE, [30.0] * 5),
+                    _m(INT8_TUNED, 1, DECODE, [19.0] * 5),
+                    _m(LLAMA_Q8, 1, DECODE, [30.0] * 5),
+                    _m(INT8_DOT_TUNED, 1, metric, [4.0] * 5),
+                    _m(LLAMA_Q8, 1, metric, [10.0] * 5)]
+    tuned = evaluate_goals_issue18(measurements, threads=(1,), decode_bytes=None, bandwidth=None,
+                                   tokens={INT8_TUNED: [1, 2], LLAMA_Q8: [1, 3]},
+                                   engine=INT8_TUNED, dot_engine=INT8_DOT_TUNED)
+    assert (tuned["engine"], tuned["dot_engine"]) == (INT8_TUNED, INT8_DOT_TUNED)
+    assert tuned["decode_vs_llama_q8_0"]["1"]["met"] is True  # 30 > 1.5 x 19 in 5/5
+    assert tuned["kernel_b_prefill_vs_llama_q8_0"]["1"]["met"] is True
+    assert tuned["tokens_vs_llama_q8_0"]["leading_equal"] == 1
+    assert _goals18(measurements)["decode_vs_llama_q8_0"]["1"]["met"] is False  # c-int8: 1x
+    text = format_goals_issue18(tuned)
+    assert text.startswith(f"issue 18 goals ({INT8_TUNED}, int8 kernel A, and "
+                           f"{INT8_DOT_TUNED}, kernel B;")
+    assert f"llama-q8_0/{INT8_DOT_TUNED} 2.50x" in text
