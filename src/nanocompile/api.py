@@ -54,6 +54,7 @@ from nanocompile.analysis.work import count_work
 from nanocompile.backend import tuning_records
 from nanocompile.backend.gcc import default_cache_dir, sweep_stale
 from nanocompile.backend.runtime import CompiledBackend, CompiledProgram
+from nanocompile.checkpoint.aligned import AlignedCopies
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.jsonfile import JSONFileError, read_json
 from nanocompile.checkpoint.snapshot import Int8Cache, Snapshot
@@ -102,6 +103,7 @@ __all__ = [
     "Int8Weights",
     "Model",
     "SamplingParams",
+    "aligned_cache_dir",
     "default_model_dir",
     "ensure_default_snapshot",
     "int8_cache_dir",
@@ -153,6 +155,13 @@ def home_dir() -> Path:
 def default_model_dir() -> Path:
     """Where the embedded default (synthetic) snapshot lives."""
     return home_dir() / DEFAULT_NAME
+
+
+def aligned_cache_dir() -> Path:
+    """Where the realigned copies of bf16 weight files whose data is not on 32-byte
+    boundaries are kept (``checkpoint.aligned.AlignedCopies``): ``home_dir() /
+    "aligned"``."""
+    return home_dir() / "aligned"
 
 
 def int8_cache_dir() -> Path:
@@ -750,8 +759,11 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     (the command line reads it first, to check a prompt before the slow
     steps); default: read here. ``weights``
     is the weight format: ``"bf16"`` (the kernels read the snapshot's bf16
-    tensors where they lie, mapped, and widen in registers; tensors stored
-    otherwise are widened to f32) or ``"f32"`` (every tensor widened at
+    tensors where they lie, mapped, and widen in registers; a weight file whose
+    bf16 data is not on 32-byte boundaries is rewritten once, realigned, into
+    :func:`aligned_cache_dir` and that copy mapped instead, progress "aligning
+    the bf16 weights on cache lines"; tensors stored otherwise are widened to
+    f32) or ``"f32"`` (every tensor widened at
     load); ``None``: bf16 when the snapshot stores bf16 tensors, else f32.
     The two formats compute the same bits. ``"int8"`` is spec §5's kernel A:
     the seven projections of every layer and, unless ``int8_embedding`` is
@@ -785,6 +797,8 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
         if fmt == "bf16" and default_weights(snapshot) != "bf16":
             raise ValueError(f"weights='bf16': {directory} stores no tensor in bf16 "
                              "(use weights='f32')")
+        if fmt == "bf16":
+            snapshot = AlignedCopies(snapshot, aligned_cache_dir()).aligned(progress)
         if tokenizer is None:
             tokenizer = Tokenizer.from_dir(directory)
         model = Model(snapshot, tokenizer, backend=backend,

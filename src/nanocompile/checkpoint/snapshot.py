@@ -235,6 +235,27 @@ class Snapshot:
             _write_atomically(memo, json.dumps({"stamp": stamp, "sha256": value}).encode())
         return value
 
+    def with_files(self, replaced: dict[str, SafetensorsFile]) -> Snapshot:
+        """This snapshot (directory, config) with the weight files named in ``replaced``
+        (keys of ``files``) replaced by the given ones, which must hold the same
+        tensors (checked as ``open`` checks); the replaced files are closed."""
+        unknown = sorted(set(replaced) - set(self.files))
+        if unknown:
+            raise SnapshotError(f"{self.path}: no weight file named {unknown[0]!r}")
+        files = {key: replaced.get(key, f) for key, f in self.files.items()}
+        by_file = {id(f): files[key] for key, f in self.files.items()}
+        out = Snapshot(self.path, self.config, files,
+                       {name: by_file[id(f)] for name, f in self._where.items()})
+        out._check_tensors()
+        out.load_seconds, out.peak_rss_bytes = self.load_seconds, self.peak_rss_bytes
+        for key in replaced:
+            self.files[key].close()
+        return out
+
+    def file_of(self, name: str) -> SafetensorsFile:
+        """The weight file holding tensor ``name``."""
+        return self._file(name)
+
     def nbytes(self) -> int:
         """Total size of the weight files on disk."""
         return sum(f.path.stat().st_size for f in self.files.values())
@@ -468,7 +489,7 @@ class Int8Cache:
         path = self.path(name)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _sweep_temporaries(path.parent)
+            sweep_temporaries(path.parent)
             staging = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-",
                                             dir=path.parent))
         except OSError:
@@ -493,10 +514,11 @@ def _data_digest(q: np.ndarray, scale: np.ndarray) -> str:
     return digest.hexdigest()
 
 
-def _sweep_temporaries(directory: Path) -> None:
-    """Remove the staging directories of writers that are gone (``.tmp-int8-<pid>-*``)."""
-    for path in directory.glob(f"{TMP_PREFIX}*"):
-        pid = path.name[len(TMP_PREFIX):].split("-", 1)[0]
+def sweep_temporaries(directory: Path, prefix: str = TMP_PREFIX) -> None:
+    """Remove the staging directories of writers that are gone (``<prefix><pid>-*``;
+    the int8 cache's by default)."""
+    for path in directory.glob(f"{prefix}*"):
+        pid = path.name[len(prefix):].split("-", 1)[0]
         if not pid.isdigit():
             continue
         try:
