@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 COMMAND_MODULES: tuple[str, ...] = ("bench.probe", "bench.run", "bench.plot", "bench.matmul",
                                     "bench.profile_step", "bench.memory", "bench.quality",
-                                    "bench.context", "bench.streams", "bench.growth")
+                                    "bench.context", "bench.streams", "bench.growth",
+                                    "bench.alignment")
 
 
 class BenchError(Exception):

@@ -157,6 +157,11 @@ def default_model_dir() -> Path:
     return home_dir() / DEFAULT_NAME
 
 
+REALIGN_ENV = "NANOCOMPILE_REALIGN"
+"""``off``: bind a bf16 weight file's tensors where they lie even when they are off
+32-byte boundaries (no realigned copy; for comparison)."""
+
+
 def aligned_cache_dir() -> Path:
     """Where the realigned copies of bf16 weight files whose data is not on 32-byte
     boundaries are kept (``checkpoint.aligned.AlignedCopies``): ``home_dir() /
@@ -762,8 +767,8 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     tensors where they lie, mapped, and widen in registers; a weight file whose
     bf16 data is not on 32-byte boundaries is rewritten once, realigned, into
     :func:`aligned_cache_dir` and that copy mapped instead, progress "aligning
-    the bf16 weights on cache lines"; tensors stored otherwise are widened to
-    f32) or ``"f32"`` (every tensor widened at
+    the bf16 weights on cache lines"; ``NANOCOMPILE_REALIGN=off`` maps it as
+    it lies; tensors stored otherwise are widened to f32) or ``"f32"`` (every tensor widened at
     load); ``None``: bf16 when the snapshot stores bf16 tensors, else f32.
     The two formats compute the same bits. ``"int8"`` is spec §5's kernel A:
     the seven projections of every layer and, unless ``int8_embedding`` is
@@ -797,7 +802,7 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
         if fmt == "bf16" and default_weights(snapshot) != "bf16":
             raise ValueError(f"weights='bf16': {directory} stores no tensor in bf16 "
                              "(use weights='f32')")
-        if fmt == "bf16":
+        if fmt == "bf16" and os.environ.get(REALIGN_ENV) != "off":
             snapshot = AlignedCopies(snapshot, aligned_cache_dir()).aligned(progress)
         if tokenizer is None:
             tokenizer = Tokenizer.from_dir(directory)
