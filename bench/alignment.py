@@ -116,7 +116,8 @@ def main(args: argparse.Namespace) -> int:
                     else full_synthetic_snapshot(lambda m: print(m, file=sys.stderr)))
     config = Snapshot.open(source).config
     saved = os.environ.get("NANOCOMPILE_THREADS")
-    result: dict[str, Any] = {"offset": args.offset, "rounds": args.rounds,
+    result: dict[str, Any] = {"tuning": os.environ.get("NANOCOMPILE_TUNING", "default"),
+                              "offset": args.offset, "rounds": args.rounds,
                               "prompt": args.prompt, "decode": args.decode, "by_threads": {}}
     with tempfile.TemporaryDirectory(prefix="nc-alignment-") as tmp:
         print(f"writing a copy of {source} with its data {args.offset} bytes past a line ...",
@@ -135,11 +136,13 @@ def main(args: argparse.Namespace) -> int:
         try:
             for t in threads:
                 os.environ["NANOCOMPILE_THREADS"] = str(t)
+                pool = {n: m.engine.backend.program.set_threads(t)  # the pool is up already
+                        for n, m in models.items()}
                 for m in models.values():
                     m.generate_ids(ids[:16], max_tokens=2, stop_ids=())  # warm up
                 print(f"{t} thread(s): {args.rounds} rounds ...", file=sys.stderr)
                 times = _rounds(models, ids, args.rounds, args.decode)
-                per: dict[str, Any] = {"ms": times}
+                per: dict[str, Any] = {"pool_threads": pool, "ms": times}
                 for metric in ("prefill", "decode"):
                     per[metric] = {n: stats.summarize(times[n][metric]) for n in MODELS}
                     per[metric]["realigned_faster_than_as_it_lies"] = stats.sign_test(

@@ -63,8 +63,10 @@ def test_copy_is_aligned_holds_the_same_bytes_and_is_reused(
     original = Snapshot.open(shifted[off])
     copies = AlignedCopies(original, tmp_path)
     snap = copies.aligned()
-    assert copies.written == 1 and snap is not original
-    assert snap.path == original.path and snap.config == original.config
+    assert copies.written == 1
+    assert snap is not original
+    assert snap.path == original.path
+    assert snap.config == original.config
     assert snap.weight_files() == [copies.directory / WEIGHTS_NAME]
     assert copies.nbytes() == (copies.directory / WEIGHTS_NAME).stat().st_size
     assert misaligned_tensors(snap) == []
@@ -77,7 +79,8 @@ def test_copy_is_aligned_holds_the_same_bytes_and_is_reused(
     with Snapshot.open(shifted[off]) as again:
         second = AlignedCopies(again, tmp_path)
         reused = second.aligned()
-        assert second.written == 0 and reused.weight_files() == snap.weight_files()
+        assert second.written == 0
+        assert reused.weight_files() == snap.weight_files()
         reused.close()
 
 
