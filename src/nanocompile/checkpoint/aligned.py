@@ -5,9 +5,10 @@ the snapshot's tensors where the mapped file puts them. A safetensors file's
 data starts 8 bytes after its header, and the format only pads the header to
 a multiple of 8: in three headers of four the data is 8, 16 or 24 bytes off a
 32-byte boundary, and then half of the 32-byte loads straddle two cache
-lines (measured on the AVX-512 Zen 4: decode 1.14x slower, prefill 1.05x,
-with the data 8 bytes off; README, "On the AVX-512 Zen 4", session 19). A file cannot be mapped at a
-different offset within a page, so such a file is rewritten once, its
+lines (``python -m bench alignment`` on the AVX-512 Zen 4, data 8 bytes off:
+decode 1.15x slower at 1 thread, prefill 1.05x; README, "On the AVX-512 Zen
+4", session 19). A file cannot be mapped at a different offset within a
+page, so such a file is rewritten once, its
 tensors' bytes unchanged, with the data starting on a 64-byte boundary, and
 the copy is mapped instead::
 
