@@ -115,7 +115,6 @@ def main(args: argparse.Namespace) -> int:
     source: Path = (args.model if args.model is not None
                     else full_synthetic_snapshot(lambda m: print(m, file=sys.stderr)))
     config = Snapshot.open(source).config
-    saved = os.environ.get("NANOCOMPILE_THREADS")
     result: dict[str, Any] = {"tuning": os.environ.get("NANOCOMPILE_TUNING", "default"),
                               "offset": args.offset, "rounds": args.rounds,
                               "prompt": args.prompt, "decode": args.decode, "by_threads": {}}
@@ -133,35 +132,28 @@ def main(args: argparse.Namespace) -> int:
             raise BenchError("the shifted copy has no misaligned bf16 tensor: does the "
                              "snapshot store bf16?")
         ids = prompt_ids(config, args.prompt)
-        try:
-            for t in threads:
-                os.environ["NANOCOMPILE_THREADS"] = str(t)
-                pool = {n: m.engine.backend.program.set_threads(t)  # the pool is up already
-                        for n, m in models.items()}
-                for m in models.values():
-                    m.generate_ids(ids[:16], max_tokens=2, stop_ids=())  # warm up
-                print(f"{t} thread(s): {args.rounds} rounds ...", file=sys.stderr)
-                times = _rounds(models, ids, args.rounds, args.decode)
-                per: dict[str, Any] = {"pool_threads": pool, "ms": times}
-                for metric in ("prefill", "decode"):
-                    per[metric] = {n: stats.summarize(times[n][metric]) for n in MODELS}
-                    per[metric]["realigned_faster_than_as_it_lies"] = stats.sign_test(
-                        times["realigned"][metric], times["as-it-lies"][metric]).as_dict()
-                    per[metric]["original_faster_than_as_it_lies"] = stats.sign_test(
-                        times["original"][metric], times["as-it-lies"][metric]).as_dict()
-                    med = {n: per[metric][n]["median"] for n in MODELS}
-                    win = per[metric]["realigned_faster_than_as_it_lies"]
-                    print(f"{t} thread(s) {metric}: original {med['original']:.2f}, realigned "
-                          f"{med['realigned']:.2f}, as it lies {med['as-it-lies']:.2f} ms "
-                          f"(as it lies / realigned {med['as-it-lies'] / med['realigned']:.3f}; "
-                          f"realigned faster in {win['wins']}/{win['n']}, "
-                          f"p = {win['p_value']:.3g})")
-                result["by_threads"][str(t)] = per
-        finally:
-            if saved is None:
-                os.environ.pop("NANOCOMPILE_THREADS", None)
-            else:
-                os.environ["NANOCOMPILE_THREADS"] = saved
+        for t in threads:
+            pool = {n: m.engine.backend.program.set_threads(t)  # its env is read once
+                    for n, m in models.items()}
+            for m in models.values():
+                m.generate_ids(ids[:16], max_tokens=2, stop_ids=())  # warm up
+            print(f"{t} thread(s): {args.rounds} rounds ...", file=sys.stderr)
+            times = _rounds(models, ids, args.rounds, args.decode)
+            per: dict[str, Any] = {"pool_threads": pool, "ms": times}
+            for metric in ("prefill", "decode"):
+                per[metric] = {n: stats.summarize(times[n][metric]) for n in MODELS}
+                per[metric]["realigned_faster_than_as_it_lies"] = stats.sign_test(
+                    times["realigned"][metric], times["as-it-lies"][metric]).as_dict()
+                per[metric]["original_faster_than_as_it_lies"] = stats.sign_test(
+                    times["original"][metric], times["as-it-lies"][metric]).as_dict()
+                med = {n: per[metric][n]["median"] for n in MODELS}
+                win = per[metric]["realigned_faster_than_as_it_lies"]
+                print(f"{t} thread(s) {metric}: original {med['original']:.2f}, realigned "
+                      f"{med['realigned']:.2f}, as it lies {med['as-it-lies']:.2f} ms "
+                      f"(as it lies / realigned {med['as-it-lies'] / med['realigned']:.3f}; "
+                      f"realigned faster in {win['wins']}/{win['n']}, "
+                      f"p = {win['p_value']:.3g})")
+            result["by_threads"][str(t)] = per
     if not args.no_append:
         record = results.make_record("alignment", result, threads=threads)
         path = args.out if args.out is not None else results.RESULTS_PATH
