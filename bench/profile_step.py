@@ -133,7 +133,7 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
                   ) -> dict[str, Any]:
     """Profile ``rounds`` prefill and decode steps (``weights``: "bf16", "f32" or None,
     the snapshot's format; ``kv``: the graph's KV form, models.qwen2.KV_FORMS)."""
-    from nanocompile.api import PREFILL_CHUNK, ensure_default_snapshot
+    from nanocompile.api import PREFILL_CHUNK, ensure_default_snapshot, realigned
     from nanocompile.backend.runtime import CompiledBackend
     from nanocompile.checkpoint.snapshot import Snapshot
     from nanocompile.compiler import compile_program
@@ -156,6 +156,8 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
     if fmt == "bf16" and default_weights(snap) != "bf16":
         raise BenchError(f"--weights bf16: {directory} stores no tensor in bf16 "
                          "(use --weights f32)")
+    if fmt == "bf16":
+        snap = realigned(snap)  # as nanocompile.load maps it
     wide = wide_weights(snap) if fmt == "bf16" else frozenset()
     graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True, weights=fmt, wide=wide,
                                                        kv=kv))

@@ -1124,9 +1124,12 @@ def run_command(args: argparse.Namespace) -> int:
     load_start = list(os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="nanocompile-bench-") as scratch:
         directory, label = resolve_model(settings, Path(scratch))
+        from nanocompile.api import realigned
         from nanocompile.checkpoint.snapshot import Snapshot
 
-        shared = Shared(Snapshot.open(directory), compile_budget=settings.compile_budget,
+        # bf16 weights off 32-byte boundaries mapped through their realigned copy, as
+        # nanocompile.load maps them (the same bytes for every engine)
+        shared = Shared(realigned(Snapshot.open(directory)), compile_budget=settings.compile_budget,
                         thread_counts=settings.threads)
         model = model_facts(shared.snapshot, label)
         print(f"model: {label} ({directory}); {model['parameters']:,} parameters; "

@@ -110,6 +110,7 @@ __all__ = [
     "int8_weights",
     "ir_text",
     "load",
+    "realigned",
 ]
 
 BACKENDS = ("c", "interpreter")
@@ -167,6 +168,16 @@ def aligned_cache_dir() -> Path:
     boundaries are kept (``checkpoint.aligned.AlignedCopies``): ``home_dir() /
     "aligned"``."""
     return home_dir() / "aligned"
+
+
+def realigned(snapshot: Snapshot, progress: Progress | None = None) -> Snapshot:
+    """``snapshot`` with each weight file whose bf16 data lies off 32-byte boundaries
+    mapped through its realigned copy in :func:`aligned_cache_dir`
+    (``checkpoint.aligned.AlignedCopies``); ``snapshot`` itself when none does or
+    ``NANOCOMPILE_REALIGN=off``."""
+    if os.environ.get(REALIGN_ENV) == "off":
+        return snapshot
+    return AlignedCopies(snapshot, aligned_cache_dir()).aligned(progress)
 
 
 def int8_cache_dir() -> Path:
@@ -802,8 +813,8 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
         if fmt == "bf16" and default_weights(snapshot) != "bf16":
             raise ValueError(f"weights='bf16': {directory} stores no tensor in bf16 "
                              "(use weights='f32')")
-        if fmt == "bf16" and os.environ.get(REALIGN_ENV) != "off":
-            snapshot = AlignedCopies(snapshot, aligned_cache_dir()).aligned(progress)
+        if fmt == "bf16":
+            snapshot = realigned(snapshot, progress)
         if tokenizer is None:
             tokenizer = Tokenizer.from_dir(directory)
         model = Model(snapshot, tokenizer, backend=backend,

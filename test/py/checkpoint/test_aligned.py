@@ -140,3 +140,18 @@ def test_load_binds_the_copy_with_the_f32_paths_bits(
     f32 = load(shifted[8], weights="f32")  # widened at load: no copy involved
     assert f32.snapshot.weight_files() == [shifted[8] / WEIGHTS_NAME]
     np.testing.assert_array_equal(got.view(np.uint32), f32.logits(ids).view(np.uint32))
+
+
+def test_realigned_follows_the_switch(shifted: dict[int, Path], tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from nanocompile.api import REALIGN_ENV, realigned
+
+    monkeypatch.setenv("NANOCOMPILE_HOME", str(tmp_path / "home"))
+    with Snapshot.open(shifted[24]) as snap:
+        monkeypatch.setenv(REALIGN_ENV, "off")
+        assert realigned(snap) is snap  # as it lies
+        monkeypatch.delenv(REALIGN_ENV)
+        done = realigned(snap)
+        assert done is not snap
+        assert misaligned_tensors(done) == []
+        done.close()
