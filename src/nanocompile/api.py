@@ -777,10 +777,10 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     is the weight format: ``"bf16"`` (the kernels read the snapshot's bf16
     tensors where they lie, mapped, and widen in registers; a weight file whose
     bf16 data is not on 32-byte boundaries is rewritten once, realigned, into
-    :func:`aligned_cache_dir` and that copy mapped instead, progress "aligning
-    the bf16 weights on cache lines"; ``NANOCOMPILE_REALIGN=off`` maps it as
-    it lies; tensors stored otherwise are widened to f32) or ``"f32"`` (every tensor widened at
-    load); ``None``: bf16 when the snapshot stores bf16 tensors, else f32.
+    :func:`aligned_cache_dir` and that copy mapped instead (:func:`realigned`),
+    progress "aligning the bf16 weights on cache lines"; tensors stored
+    otherwise are widened to f32) or ``"f32"`` (every tensor widened at load);
+    ``None``: bf16 when the snapshot stores bf16 tensors, else f32.
     The two formats compute the same bits. ``"int8"`` is spec §5's kernel A:
     the seven projections of every layer and, unless ``int8_embedding`` is
     false, the tied embedding (lookup and LM head) as int8 values with f32
