@@ -1127,11 +1127,14 @@ def run_command(args: argparse.Namespace) -> int:
         from nanocompile.api import realigned
         from nanocompile.checkpoint.snapshot import Snapshot
 
-        # bf16 weights off 32-byte boundaries mapped through their realigned copy, as
-        # nanocompile.load maps them (the same bytes for every engine)
-        shared = Shared(realigned(Snapshot.open(directory)), compile_budget=settings.compile_budget,
+        snapshot = Snapshot.open(directory)
+        model = model_facts(snapshot, label)  # the snapshot's own files, whatever maps them
+        if any(name.startswith(BF16_ENGINE) for name in settings.engines):
+            # bf16 weights off 32-byte boundaries mapped through their realigned copy,
+            # as nanocompile.load maps them (the same bytes for every engine)
+            snapshot = realigned(snapshot)
+        shared = Shared(snapshot, compile_budget=settings.compile_budget,
                         thread_counts=settings.threads)
-        model = model_facts(shared.snapshot, label)
         print(f"model: {label} ({directory}); {model['parameters']:,} parameters; "
               f"load {load_start[0]:.2f}", flush=True)
         built = build_engines(settings, shared)
