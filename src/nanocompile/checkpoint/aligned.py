@@ -97,7 +97,8 @@ class AlignedCopies:
         misaligned = misaligned_tensors(snap)
         if not misaligned:
             return snap
-        owners = sorted({snap.file_of(name).path.name for name in misaligned})
+        holders = {id(snap.file_of(name)) for name in misaligned}
+        owners = sorted(key for key, f in snap.files.items() if id(f) in holders)
         copies: dict[str, SafetensorsFile] = {}
         for done, name in enumerate(owners):
             source = snap.files[name]
