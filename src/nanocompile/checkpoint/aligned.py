@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from nanocompile.checkpoint.safetensors import (
     SafetensorsFile,
     write_safetensors_stream,
 )
-from nanocompile.checkpoint.snapshot import Snapshot, sweep_temporaries
+from nanocompile.checkpoint.snapshot import Snapshot, open_entry, sweep_temporaries
 
 ALIGNED_FORMAT = "nanocompile-aligned/1"  # bump when a copy's layout or metadata change
 LOAD_BYTES = 32
@@ -70,7 +69,6 @@ class AlignedCopies:
         self.root = Path(root)
         self._directory: Path | None = None
         self.written = 0  # files written (not found in the cache) by the last ``aligned``
-        self.written_seconds = 0.0
 
     @property
     def directory(self) -> Path:
@@ -92,7 +90,6 @@ class AlignedCopies:
         tensor are their realigned copies (read from the cache or written to it).
         The original's files are closed when they were replaced. If the cache
         cannot be written, ``snapshot`` itself."""
-        start = time.perf_counter()
         snap = self.snapshot
         misaligned = misaligned_tensors(snap)
         if not misaligned:
@@ -115,7 +112,6 @@ class AlignedCopies:
             copies[name] = copy
         if progress is not None and self.written:
             progress(ALIGNING, len(owners), len(owners))
-        self.written_seconds = time.perf_counter() - start if self.written else 0.0
         return snap.with_files(copies)
 
     def nbytes(self) -> int:
@@ -133,14 +129,8 @@ class AlignedCopies:
     def _read(self, source: SafetensorsFile) -> SafetensorsFile | None:
         """The copy of ``source`` if it verifies, else None (a bad copy is deleted)."""
         path = self.path(source.path)
-        if not path.is_file():
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            return None
-        try:
-            copy = SafetensorsFile.open(path)
-        except SafetensorsError:
-            path.unlink(missing_ok=True)
+        copy = open_entry(path)
+        if copy is None:
             return None
         try:
             if copy.names != source.names or any(

@@ -457,14 +457,8 @@ class Int8Cache:
     def _read(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
         """The entry of ``name`` if it verifies, else None (a bad file is deleted)."""
         path = self.path(name)
-        if not path.is_file():
-            if path.is_dir():  # a directory where the entry goes
-                shutil.rmtree(path, ignore_errors=True)
-            return None
-        try:
-            entry = SafetensorsFile.open(path)
-        except SafetensorsError:
-            path.unlink(missing_ok=True)
+        entry = open_entry(path)
+        if entry is None:
             return None
         try:
             n, k = self._shape(name)
@@ -512,6 +506,20 @@ def _data_digest(q: np.ndarray, scale: np.ndarray) -> str:
     digest.update(np.ascontiguousarray(q).reshape(-1).view(np.uint8).data)
     digest.update(np.ascontiguousarray(scale).reshape(-1).view(np.uint8).data)
     return digest.hexdigest()
+
+
+def open_entry(path: Path) -> SafetensorsFile | None:
+    """A cache entry file, mapped, if it opens as safetensors; else None, and whatever
+    lies at ``path`` (a damaged file, a directory) is removed."""
+    if not path.is_file():
+        if path.is_dir():  # a directory where the entry goes
+            shutil.rmtree(path, ignore_errors=True)
+        return None
+    try:
+        return SafetensorsFile.open(path)
+    except SafetensorsError:
+        path.unlink(missing_ok=True)
+        return None
 
 
 def sweep_temporaries(directory: Path, prefix: str = TMP_PREFIX) -> None:
