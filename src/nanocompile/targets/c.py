@@ -47,6 +47,7 @@ from nanocompile.targets import c_expf
 from nanocompile.targets.c_vector import (
     dot_prelude,
     is_dot_group,
+    pinned_load,
     vector_add,
     vector_c_type,
     vector_expr,
@@ -327,6 +328,10 @@ class CEmitter:
         expr = self._expr(op, f)
         name = f.fresh(result)
         ctype = "nc_i8x4" if is_dot_group(result) else c_type(result.type)
+        if isinstance(op, loop.LoadOp) and pinned_load(result):
+            f.lines.append(f"{pad}{ctype} {name} = {expr};")
+            f.lines.append(f"{pad}NC_PIN({name});")
+            return
         f.lines.append(f"{pad}const {ctype} {name} = {expr};")
 
     def _emit_lanesums(self, first: loop.LaneSumOp, f: _Function, depth: int) -> bool:
