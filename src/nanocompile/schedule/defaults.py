@@ -356,7 +356,7 @@ def _decode_wide(last: str, rows: str, block: int | None, jam: MatmulTile, decod
 
 
 STRIDED_DECODE_COLUMNS = DECODE_COLUMNS
-"""Output columns (sums) the leftover rows of a projection of a bf16 weight jam,
+"""Output columns (sums) the leftover rows of a projection (bf16 or f32 weight) jam,
 ``n / 16`` columns apart (16, as ``DECODE_COLUMNS``: one knob,
 ``ProjectionKnobs.decode``) (``_decode_strided``). At one row (decode) the kernel
 is a read of the weight, 2 bytes per element widened in registers; with 4
@@ -373,17 +373,14 @@ Measured on the Xeon (1 thread, weights evicted, kernel ms, medians of 15,
 better, 16 adjacent 1.0-1.2x; AVX2 code built for 16 registers likewise
 (q_proj 0.31 / 0.19). Inside a tile the row jam is the plain candidate's (4
 columns by all rows): at 64 rows 1.05-1.16x faster than the plain candidate
-(medians of 11), bitwise the same. f32 weights keep the plain candidate:
-their 4-column decode already streams at 12-14 GB/s, and the strided tile
-moved f32 decode and 64 rows by 0.89-1.11x with no consistent sign."""
-
-
-def _reads_bf16(for_op: loop.ForOp) -> bool:
-    """The lanes loop ``k`` in ``for_op`` loads a bf16 buffer (a weight widened
-    where it is read)."""
-    k = _k_loop(for_op)
-    loads = [] if k is None else [op.ptr.type for op in k.walk() if isinstance(op, loop.LoadOp)]
-    return any(isinstance(t, loop.PtrType) and t.dtype.data == "bf16" for t in loads)
+(medians of 11), bitwise the same. f32 weights: on the Xeon the strided
+tile moved f32 decode and 64 rows by 0.89-1.11x with no consistent sign
+(their 4-column decode streamed at 12-14 GB/s there); on an AVX-512 Zen 4
+(session 20, `bench profile --weights f32`, 1 thread, two alternated runs a
+side) the 4 adjacent columns read gate/up at ~16 GB/s and the strided tile
+takes gate/up 54-57 -> 35-36 ms a step, the LM head 32-33 -> 22-24, down
+16.3-17.2 -> 17.6 (the step ~113 -> ~85 ms; at 2 threads gate/up 30 -> 25-27,
+the LM head 17.9 -> 16-17), prefill unchanged: f32 weights are strided too."""
 
 
 def _decode_strided(last: str, rows: str, block: int | None, jam: MatmulTile, decode: int,
@@ -511,10 +508,10 @@ def hand_knobs(kernel: loop.KernelOp, arch: Arch) -> ProjectionKnobs | None:
 
 
 def _hand_strided(result: loop.ForOp, kw: int) -> bool:
-    """The hand-written ``strided`` knob: on for a bf16 weight read by two
-    vectors per sum or fewer (``STRIDED_DECODE_COLUMNS``), off for f32
-    weights and kernel A (the tuner may turn it on)."""
-    return _reads_bf16(result) and _k_vectors(result, kw) != 4
+    """The hand-written ``strided`` knob: on for a bf16 or f32 weight read by
+    two vectors per sum or fewer (``STRIDED_DECODE_COLUMNS``), off for kernel A
+    (the tuner may turn it on)."""
+    return _k_vectors(result, kw) != 4
 
 
 def knob_space(kernel: loop.KernelOp, arch: Arch) -> dict[str, tuple[int | bool, ...]]:

@@ -11,8 +11,10 @@ Claims:
   arithmetic here; inside a tile the full row tiles jam the arch's
   ``MATMUL_TILES`` rows with 4 columns of a group, the groups outside the
   rows (a group's weight rows serve every row, as in the plain candidate);
-* an f32 weight, columns that do not divide into tiles of 16, and the
-  scalar arch keep the plain candidates (no strided tile is offered);
+* an f32 weight's projection gets the strided candidate first as well
+  (session 20; its rows and bitwise runs: test_schedule_strided_knob.py);
+  columns that do not divide into tiles of 16 and the scalar arch keep the
+  plain candidates (no strided tile is offered);
 * every default candidate (the other tiles' in the full suite) is bitwise the
   unscheduled kernel at 1, 2, 3 and 8 threads, at row counts that leave
   every row tail, and for rows long enough to be swept in row blocks; a
@@ -143,6 +145,14 @@ def test_decode_tile_reads_16_rows_n_over_16_apart(arch: Arch, k: int, n: int) -
 
 
 @pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
+def test_an_f32_weight_gets_the_strided_tile_first(arch: Arch) -> None:
+    module = projection(64, 64, "f32")
+    first = default_schedules(_kernel(module), arch)[0]
+    assert _strided(first)
+    assert not schedule_loop(module, arch)[1]  # it applies
+
+
+@pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
 def test_gate_up_decode_tile_jams_8_columns_of_two_sums(arch: Arch) -> None:
     module = gate_up(32, 80)
     assert _strided(default_schedules(_kernel(module), arch)[0])
@@ -159,9 +169,7 @@ def test_gate_up_decode_tile_jams_8_columns_of_two_sums(arch: Arch) -> None:
 
 @pytest.mark.parametrize(
     ("fmt", "n", "arch"),
-    [pytest.param("f32", 64, AVX512, id="f32 weight avx512"),
-     pytest.param("f32", 64, AVX2, id="f32 weight avx2"),
-     pytest.param("bf16", 40, AVX512, id="40 columns: no whole tiles of 16"),
+    [pytest.param("bf16", 40, AVX512, id="40 columns: no whole tiles of 16"),
      pytest.param("bf16", 16, AVX512, id="16 columns: one tile, no stride"),
      pytest.param("bf16", 64, SCALAR, id="scalar: no vector tile")])
 def test_other_projections_keep_the_plain_candidates(fmt: str, n: int, arch: Arch) -> None:

@@ -51,7 +51,12 @@ from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph, sc
 from nanocompile.dialects import get_all_dialects, loop, sched
 from nanocompile.frontend.composites import linear
 from nanocompile.frontend.tensor import GraphBuilder
-from nanocompile.schedule.defaults import MATMUL_TILES, MatmulTile, default_schedules
+from nanocompile.schedule.defaults import (
+    MATMUL_TILES,
+    MatmulTile,
+    default_schedules,
+    hand_knobs,
+)
 from nanocompile.schedule.primitives import (
     CarriesValues,
     LanesLoop,
@@ -449,10 +454,15 @@ def test_default_projection_schedule_is_a_register_tile(arch: Arch) -> None:
     issues ``rows * columns * V`` vector FMAs and loads ``(rows + columns) * V``
     distinct vectors, ``V = 16 / lanes`` vectors per row of lanes; the leftover
     rows (``k_tail``) one row's worth. The results leave ``k`` as the tree's
-    last vector, summed by one ``loop.lanesum`` each."""
+    last vector, summed by one ``loop.lanesum`` each. (The plain candidate: the
+    hand point's first is the strided decode tile, test_schedule_strided_knob.py.)"""
     module = projection(64, 48)
     kernel = _kernel(module)
-    scheduled = _scheduled(module, default_schedules(kernel, arch)[0])
+    hand = hand_knobs(kernel, arch)
+    assert hand is not None
+    assert hand.strided
+    plain = default_schedules(kernel, arch, knobs=hand.replace(strided=False))[0]
+    scheduled = _scheduled(module, plain)
     tile, per_row = MATMUL_TILES[arch.name], MATMUL_LANES // arch.f32_lanes
     vector = VectorType(f32, [arch.f32_lanes])
     new = _kernel(scheduled)

@@ -10,8 +10,9 @@ schedule of f32 weights and kernel A; 7-8 GB/s) or 16 streams at once.
 
 Claims:
 
-* the hand point keeps ``strided`` off for f32 weights and kernel A (their
-  hand schedules are those before the knob reached them) and on for bf16;
+* the hand point keeps ``strided`` off for kernel A (its hand schedule is
+  the one before the knob reached it) and on for bf16 and, since session 20
+  (gate/up's f32 decode 1.5x faster strided on the Zen 4), f32 weights;
   the knob space offers it, and ``decode`` 2 and 4, for every projection;
 * with ``strided`` on, at ``decode`` 2, 4 and 8, the first candidate of an
   f32 projection and of a kernel-A projection is the strided tile and it
@@ -96,18 +97,18 @@ def _strided(directives: list[sched.Directive]) -> bool:
 
 
 @pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
-def test_the_hand_point_strides_bf16_only_and_the_space_offers_it(arch: Arch) -> None:
+def test_the_hand_point_strides_all_but_kernel_a_and_the_space_offers_it(arch: Arch) -> None:
     for fmt, module in (("f32", f32_projection(64, N)), ("kernel A", kernel_a_projection(72, N)),
                         ("bf16", bf16_projection(64, N))):
         kernel = _kernel(module)
         hand = hand_knobs(kernel, arch)
         assert hand is not None
-        assert hand.strided == (fmt == "bf16"), fmt
+        assert hand.strided == (fmt != "kernel A"), fmt
         space = knob_space(kernel, arch)
         assert space["strided"] == (False, True), fmt
         assert {2, 4} <= set(space["decode"]), fmt
         first = default_schedules(kernel, arch)[0]
-        assert _strided(first) == (fmt == "bf16"), fmt
+        assert _strided(first) == (fmt != "kernel A"), fmt
 
 
 def _weights(fmt: str, rng: np.random.Generator, k: int) -> dict[str, np.ndarray]:
