@@ -25,9 +25,9 @@ are all refused (or that has none) stays unscheduled.
   sum, so its tile is ``WIDE_TILES``'s; its lanes loop has a tail (the groups
   of 8 after the last block of 32), which vectorized becomes a second loop,
   so it is privatized first and vectorized after. A projection of a bf16
-  weight first tries column tiles of ``STRIDED_DECODE_COLUMNS`` columns
-  ``n / 16`` apart whose leftover rows jam all of them (decode streams 16
-  weight rows from 16 places at once), the plain row jam inside a tile. A
+  or f32 weight first tries column tiles of ``STRIDED_DECODE_COLUMNS`` (8)
+  columns ``n / 8`` apart whose leftover rows jam all of them (decode streams 8
+  weight rows from 8 places at once), the plain row jam inside a tile. A
   projection whose epilogue calls ``exp`` (gate/up's SiLU) first tries each
   of these with ``slp`` on its jammed copies (4 outputs' epilogues as one
   ``vector<4xf32>``: ``_slp_first``);
@@ -355,32 +355,39 @@ def _decode_wide(last: str, rows: str, block: int | None, jam: MatmulTile, decod
     return out
 
 
-STRIDED_DECODE_COLUMNS = DECODE_COLUMNS
-"""Output columns (sums) the leftover rows of a projection (bf16 or f32 weight) jam,
-``n / 16`` columns apart (16, as ``DECODE_COLUMNS``: one knob,
-``ProjectionKnobs.decode``) (``_decode_strided``). At one row (decode) the kernel
-is a read of the weight, 2 bytes per element widened in registers; with 4
-adjacent columns (the register tile's) it read DRAM at 6-8 GB/s against the
-probe's 12.8. The likely reasons (not measured apart): too few lines in
-flight (a 64-byte line of bf16 serves two iterations of ``k``), and adjacent
-rows of 1.75 KiB share 4 KiB pages, where the L2 streamer follows one stream
-per page. Rows ``n / 16`` apart are 16 streams in 16 places, each running on
-through the next tile's row.
+STRIDED_DECODE_COLUMNS = 8
+"""Output columns (sums) the leftover rows of a projection (bf16 or f32 weight)
+jam, ``n / 8`` columns apart (the hand value of ``ProjectionKnobs.decode`` for
+a strided tile; kernel A's wide tile keeps ``DECODE_COLUMNS``)
+(``_decode_strided``). At one row (decode) the kernel is a read of the weight,
+2 bytes per element widened in registers; with 4 adjacent columns (the
+register tile's) it read DRAM at 6-8 GB/s against the probe's 12.8. The
+likely reasons (not measured apart): too few lines in flight (a 64-byte line
+of bf16 serves two iterations of ``k``), and adjacent rows of 1.75 KiB share
+4 KiB pages, where the L2 streamer follows one stream per page. Rows ``n /
+8`` apart are 8 streams in 8 places, each running on through the next tile's
+row.
 Measured on the Xeon (1 thread, weights evicted, kernel ms, medians of 15,
 4 adjacent / 16 strided): q_proj 0.214 / 0.141, k_proj 0.038 / 0.024, o_proj
 0.243 / 0.148, gate/up (8 columns x 2 sums) 2.23 / 1.53, down_proj 0.91 /
 0.83, LM head 32.3 / 21.9 (12.4 GB/s); 8 or 32 columns strided were no
-better, 16 adjacent 1.0-1.2x; AVX2 code built for 16 registers likewise
-(q_proj 0.31 / 0.19). Inside a tile the row jam is the plain candidate's (4
-columns by all rows): at 64 rows 1.05-1.16x faster than the plain candidate
-(medians of 11), bitwise the same. f32 weights: on the Xeon the strided
-tile moved f32 decode and 64 rows by 0.89-1.11x with no consistent sign
-(their 4-column decode streamed at 12-14 GB/s there); on an AVX-512 Zen 4
-(session 20, `bench profile --weights f32`, 1 thread, two alternated runs a
-side) the 4 adjacent columns read gate/up at ~16 GB/s and the strided tile
-takes gate/up 54-57 -> 35-36 ms a step, the LM head 32-33 -> 22-24, down
-16.3-17.2 -> 17.6 (the step ~113 -> ~85 ms; at 2 threads gate/up 30 -> 25-27,
-the LM head 17.9 -> 16-17), prefill unchanged: f32 weights are strided too."""
+better than 16, 16 adjacent 1.0-1.2x; AVX2 code built for 16 registers
+likewise (q_proj 0.31 / 0.19). On an AVX-512 Zen 4 (session 20, `bench
+profile`, bf16, decode step kernels alternated 16 / 8 / 4 columns, two runs):
+at 1 thread gate/up 19.9 / 16.5 / 15.0 ms, the LM head 13.0 / 11.5 / 10.5,
+down 9.6 / 8.7 / 9.6; at 2 threads gate/up 13.0-13.8 / 12.0 / 11.5, the LM
+head 8.4-9.0 / 8.0 / 7.6 (the tuner had kept 2-8 columns there, Phase 5): 8,
+no worse on the Xeon, is the hand value. Inside a tile the row jam is the
+plain candidate's (4 columns by all rows): at 64 rows 1.05-1.16x faster than
+the plain candidate (medians of 11), bitwise the same. f32 weights: on the
+Xeon the strided tile moved f32 decode and 64 rows by 0.89-1.11x with no
+consistent sign (their 4-column decode streamed at 12-14 GB/s there); on
+the Zen 4 (session 20, `bench profile --weights f32`, 1 thread, two
+alternated runs a side) the 4 adjacent columns read gate/up at ~16 GB/s and
+the strided tile (16 columns) takes gate/up 54-57 -> 35-36 ms a step, the
+LM head 32-33 -> 22-24, down 16.3-17.2 -> 17.6 (the step ~113 -> ~85 ms; at
+2 threads gate/up 30 -> 25-27, the LM head 17.9 -> 16-17), prefill
+unchanged: f32 weights are strided too."""
 
 
 def _decode_strided(last: str, rows: str, block: int | None, jam: MatmulTile, decode: int,
@@ -450,9 +457,7 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
             candidates += _int8_dot_candidates(nest, kw, min_chunk)
         if kw is not None:
             jam = _hand_tile(nest, kw, arch) if tile is None else tile
-            point = ProjectionKnobs(jam.rows, jam.columns, DECODE_COLUMNS,
-                                    strided=_hand_strided(nest[-1], kw)) if knobs is None \
-                else knobs
+            point = _hand_point(jam, _hand_strided(nest[-1], kw)) if knobs is None else knobs
             candidates += _projection_candidates(nest, kw, arch, min_chunk, point, parallel)
         if arch.vector and parallel is not None and parallel.loop != last:
             candidates.append([sched.Vectorize(last, lanes), parallel])
@@ -503,8 +508,14 @@ def hand_knobs(kernel: loop.KernelOp, arch: Arch) -> ProjectionKnobs | None:
     if found is None:
         return None
     jam = _hand_tile(*found, arch)
-    return ProjectionKnobs(jam.rows, jam.columns, DECODE_COLUMNS,
-                           strided=_hand_strided(found[0][-1], found[1]))
+    return _hand_point(jam, _hand_strided(found[0][-1], found[1]))
+
+
+def _hand_point(jam: MatmulTile, strided: bool) -> ProjectionKnobs:
+    """The hand knobs of a projection with register tile ``jam``: a strided
+    decode tile of ``STRIDED_DECODE_COLUMNS`` columns, else ``DECODE_COLUMNS``."""
+    decode = STRIDED_DECODE_COLUMNS if strided else DECODE_COLUMNS
+    return ProjectionKnobs(jam.rows, jam.columns, decode, strided=strided)
 
 
 def _hand_strided(result: loop.ForOp, kw: int) -> bool:

@@ -10,13 +10,15 @@ schedules from a few numbers and switches, ``ProjectionKnobs``:
   ``MATMUL_TILES`` / ``WIDE_TILES`` (per arch, measured on one machine);
 * ``decode``: the output columns the leftover rows (decode: the one row)
   jam, for the schedules that jam more columns there than the tile has
-  (kernel A's four-vector sums, ``DECODE_COLUMNS``; a bf16 weight's strided
-  tiles, ``STRIDED_DECODE_COLUMNS``), counted in sums (halved for gate/up);
+  (kernel A's four-vector sums, ``DECODE_COLUMNS``; a bf16 or f32 weight's
+  strided tiles, ``STRIDED_DECODE_COLUMNS``), counted in sums (halved for
+  gate/up);
 * ``strided``: decode reads ``decode`` columns ``n / decode`` apart
   (``_decode_strided``: each a stream that the next tile continues), else
-  adjacent columns; on by hand for bf16 weights only (16 streams: measured on
-  the Xeon; a Zen 4 streams int8 rows at the probe's bandwidth with 2 to 4
-  such streams, at a third of it with 16 or with adjacent rows);
+  adjacent columns; on by hand for bf16 and f32 weights (8 streams: 16
+  measured best on the Xeon, 8 no worse there; a Zen 4 streams int8 rows at
+  the probe's bandwidth with 2 to 4 such streams, at a third of it with 16 or
+  with adjacent rows, and bf16 and f32 rows faster with 8 than 16);
 * ``row_block``: long rows go in blocks of rows that stay in L2
   (``ROW_BLOCK_BYTES``);
 * ``slp``: an epilogue calling ``exp`` (gate/up's SiLU) runs 4 outputs to a

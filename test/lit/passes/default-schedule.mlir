@@ -44,17 +44,17 @@ graph.func @elementwise {
 // along k) and issue one math.fma per result and vector; after k, the two
 // halves of each result are added (lanes l and l + 8) and loop.lanesum ends
 // the halving tree. On a scalar arch only the pool is used and k stays the
-// scalar lanes loop. (40 columns make no whole tiles of 16 strided decode
+// scalar lanes loop. (36 columns make no whole tiles of 8 strided decode
 // columns, the first candidate otherwise: default-schedule-bf16.mlir.)
 graph.func @projection {
   %x = graph.input "x" : !graph.tensor<[seq, 16], f32>
-  %w = graph.weight "w" : !graph.tensor<[40, 16], f32>
-  %wt = graph.permute %w perm = [1, 0] : !graph.tensor<[40, 16], f32> -> !graph.tensor<[16, 40], f32>
-  %y = graph.matmul %x, %wt : (!graph.tensor<[seq, 16], f32>, !graph.tensor<[16, 40], f32>) -> !graph.tensor<[seq, 40], f32>
-  graph.return "y" = %y : !graph.tensor<[seq, 40], f32>
+  %w = graph.weight "w" : !graph.tensor<[36, 16], f32>
+  %wt = graph.permute %w perm = [1, 0] : !graph.tensor<[36, 16], f32> -> !graph.tensor<[16, 36], f32>
+  %y = graph.matmul %x, %wt : (!graph.tensor<[seq, 16], f32>, !graph.tensor<[16, 36], f32>) -> !graph.tensor<[seq, 36], f32>
+  graph.return "y" = %y : !graph.tensor<[seq, 36], f32>
 }
 // CHECK-LABEL: loop.kernel @matmul(
-// CHECK-SAME:    footprints [#loop.fp<[seq, 40], [40, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[16, 40], [1, 16]>]
+// CHECK-SAME:    footprints [#loop.fp<[seq, 36], [36, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[16, 36], [1, 16]>]
 // CHECK:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 8 {
 // CHECK-NEXT:      loop.for "d0o" %{{.*}} = %{{.*}} to %{{.*}} {
 // CHECK:             %[[A0:[0-9]+]], %[[A1:[0-9]+]], %{{.*}} = loop.for "k" %[[K:[0-9]+]] = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
@@ -70,12 +70,12 @@ graph.func @projection {
 // CHECK-NEXT:        }
 // CHECK-NEXT:        %[[H:[0-9]+]] = arith.addf %[[A0]], %[[A1]] : vector<8xf32>
 // CHECK-NEXT:        %[[S:[0-9]+]] = loop.lanesum %[[H]] : vector<8xf32> -> f32
-// CHECK-NEXT:        loop.store %[[S]], %{{[0-9]+}}[%[[ROW]], %[[COL]]] strides [40, 1] : f32
+// CHECK-NEXT:        loop.store %[[S]], %{{[0-9]+}}[%[[ROW]], %[[COL]]] strides [36, 1] : f32
 // CHECK:           loop.for "d0_tail" %{{.*}} = %{{.*}} to %{{.*}} {
 // CHECK:             loop.for "k_tail" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
 // CHECK-LABEL: loop.program @projection
 // CHECK-NOT:     packed
-// CHECK:         %[[WT:.*]] = loop.view %{{.*}} layout <0, [1, 16]> : !loop.buf<[40, 16], f32> -> !loop.view<[16, 40], f32>
+// CHECK:         %[[WT:.*]] = loop.view %{{.*}} layout <0, [1, 16]> : !loop.buf<[36, 16], f32> -> !loop.view<[16, 36], f32>
 // CHECK-NOT:     packed
 // CHECK:         loop.launch @matmul(%{{.*}}, %{{.*}}, %[[WT]])
 // CHECK-NOT:     packed
@@ -104,7 +104,7 @@ graph.func @projection {
 // AVX512:               loop.yield
 // AVX512-NEXT:        }
 // AVX512-NEXT:        %[[S:[0-9]+]] = loop.lanesum %[[A0]] : vector<16xf32> -> f32
-// AVX512-NEXT:        loop.store %[[S]], %{{[0-9]+}}[%[[ROW]], %[[COL]]] strides [40, 1] : f32
+// AVX512-NEXT:        loop.store %[[S]], %{{[0-9]+}}[%[[ROW]], %[[COL]]] strides [36, 1] : f32
 // AVX512:           loop.for "d0_tail" %{{.*}} = %{{.*}} to %{{.*}} {
 // AVX512:             loop.for "k_tail" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
 // AVX512-LABEL: loop.program @projection
@@ -118,13 +118,13 @@ graph.func @projection {
 // (nothing is packed, so nothing needs a weight).
 graph.func @scores {
   %x = graph.input "x" : !graph.tensor<[seq, 16], f32>
-  %k = graph.input "k" : !graph.tensor<[40, 16], f32>
-  %kt = graph.permute %k perm = [1, 0] : !graph.tensor<[40, 16], f32> -> !graph.tensor<[16, 40], f32>
-  %y = graph.matmul %x, %kt : (!graph.tensor<[seq, 16], f32>, !graph.tensor<[16, 40], f32>) -> !graph.tensor<[seq, 40], f32>
-  graph.return "y" = %y : !graph.tensor<[seq, 40], f32>
+  %k = graph.input "k" : !graph.tensor<[36, 16], f32>
+  %kt = graph.permute %k perm = [1, 0] : !graph.tensor<[36, 16], f32> -> !graph.tensor<[16, 36], f32>
+  %y = graph.matmul %x, %kt : (!graph.tensor<[seq, 16], f32>, !graph.tensor<[16, 36], f32>) -> !graph.tensor<[seq, 36], f32>
+  graph.return "y" = %y : !graph.tensor<[seq, 36], f32>
 }
 // CHECK-LABEL: loop.kernel @matmul(
-// CHECK-SAME:    footprints [#loop.fp<[seq, 40], [40, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[16, 40], [1, 16]>]
+// CHECK-SAME:    footprints [#loop.fp<[seq, 36], [36, 1]>, #loop.fp<[seq, 16], [16, 1]>, #loop.fp<[16, 36], [1, 16]>]
 // CHECK:         loop.for "d1o" %{{.*}} = %{{.*}} to %{{.*}} parallel 8 {
 // CHECK-NEXT:      loop.for "d0o" %{{.*}} = %{{.*}} to %{{.*}} {
 // CHECK:             loop.for "k" %{{[0-9]+}} = %{{[0-9]+}} to %{{[0-9]+}} step 16 iter({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {

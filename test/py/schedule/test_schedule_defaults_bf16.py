@@ -1,19 +1,21 @@
 """Default schedules of bf16 projections (issue 17's decode goals): column
-tiles of 16 columns ``n / 16`` apart, all 16 jammed at one row.
+tiles of ``STRIDED_DECODE_COLUMNS`` (8) columns ``n / 8`` apart, all 8 jammed
+at one row (16 until session 20: 8 is faster on a Zen 4, no slower on the
+Xeon; schedule/defaults.py).
 
 Claims:
 
-* a projection of a bf16 weight whose columns divide by 16 (gate/up: 8
+* a projection of a bf16 weight whose columns divide by 8 (gate/up: 4
   columns of two sums) gets this candidate first on AVX2 and AVX-512, and it
   applies: at the leftover rows (decode: the one row) each step of ``k``
-  loads 16 bf16 vectors, from the weight rows ``t + m * n / 16`` (m = 0..15)
+  loads 8 bf16 vectors, from the weight rows ``t + m * n / 8`` (m = 0..7)
   for tile ``t``, read off the scheduled Loop IR by evaluating its index
   arithmetic here; inside a tile the full row tiles jam the arch's
   ``MATMUL_TILES`` rows with 4 columns of a group, the groups outside the
   rows (a group's weight rows serve every row, as in the plain candidate);
 * an f32 weight's projection gets the strided candidate first as well
   (session 20; its rows and bitwise runs: test_schedule_strided_knob.py);
-  columns that do not divide into tiles of 16 and the scalar arch keep the
+  columns that do not divide into tiles of 8 and the scalar arch keep the
   plain candidates (no strided tile is offered);
 * every default candidate (the other tiles' in the full suite) is bitwise the
   unscheduled kernel at 1, 2, 3 and 8 threads, at row counts that leave
@@ -120,7 +122,7 @@ def _decode_rows(kernel: loop.KernelOp, tile: int, k: int) -> list[int]:
 
 @pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
 @pytest.mark.parametrize(("k", "n"), [(64, 64), (32, 48), (2048, 32)])
-def test_decode_tile_reads_16_rows_n_over_16_apart(arch: Arch, k: int, n: int) -> None:
+def test_decode_tile_reads_8_rows_n_over_8_apart(arch: Arch, k: int, n: int) -> None:
     module = projection(k, n, "bf16")
     first = default_schedules(_kernel(module), arch)[0]
     assert _strided(first)
@@ -141,7 +143,7 @@ def test_decode_tile_reads_16_rows_n_over_16_apart(arch: Arch, k: int, n: int) -
     assert nest.index("d1o") < nest.index("d1q") < nest.index("d0o") < nest.index("k")
     assert ("d0b" in nest) == (k == 2048)  # long rows: in blocks of rows
     assert _loop(kernel, "d1o").parallel is not None
-    assert nest.index("k_tail") == len(nest) - 1  # the leftover rows: one loop, 16 columns
+    assert nest.index("k_tail") == len(nest) - 1  # the leftover rows: one loop, 8 columns
 
 
 @pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
@@ -153,7 +155,7 @@ def test_an_f32_weight_gets_the_strided_tile_first(arch: Arch) -> None:
 
 
 @pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
-def test_gate_up_decode_tile_jams_8_columns_of_two_sums(arch: Arch) -> None:
+def test_gate_up_decode_tile_jams_4_columns_of_two_sums(arch: Arch) -> None:
     module = gate_up(32, 80)
     assert _strided(default_schedules(_kernel(module), arch)[0])
     scheduled, refusals = schedule_loop(module, arch)
@@ -169,8 +171,8 @@ def test_gate_up_decode_tile_jams_8_columns_of_two_sums(arch: Arch) -> None:
 
 @pytest.mark.parametrize(
     ("fmt", "n", "arch"),
-    [pytest.param("bf16", 40, AVX512, id="40 columns: no whole tiles of 16"),
-     pytest.param("bf16", 16, AVX512, id="16 columns: one tile, no stride"),
+    [pytest.param("bf16", 36, AVX512, id="36 columns: no whole tiles of 8"),
+     pytest.param("bf16", 8, AVX512, id="8 columns: one tile, no stride"),
      pytest.param("bf16", 64, SCALAR, id="scalar: no vector tile")])
 def test_other_projections_keep_the_plain_candidates(fmt: str, n: int, arch: Arch) -> None:
     module = projection(64, n, fmt)
