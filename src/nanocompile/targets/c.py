@@ -12,9 +12,11 @@ weight and output buffers in declaration order, ``arena`` the temporaries at
 (a ``loop.require``) does not hold, or ``256 * launch + code`` for the first
 kernel that exited with ``code`` (a failed ``loop.check``).
 
-Every SSA value becomes one ``const`` local, so no expression is nested and
-no precedence can be got wrong; float literals are exact hex floats. The
-emitter never changes the IR, and the same module always prints the same C.
+Every SSA value becomes one ``const`` local (a vector loaded for two or more
+FMAs a plain one, held in a register by ``NC_PIN``), so no expression is
+nested and no precedence can be got wrong; float literals are exact hex
+floats. The emitter never changes the IR, and the same module always prints
+the same C.
 """
 
 from __future__ import annotations
