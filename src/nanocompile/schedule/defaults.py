@@ -24,8 +24,8 @@ are all refused (or that has none) stays unscheduled.
   (its tree adds the four accumulators of 8 lanes first), four vectors per
   sum, so its tile is ``WIDE_TILES``'s; its lanes loop has a tail (the groups
   of 8 after the last block of 32), which vectorized becomes a second loop,
-  so it is privatized first and vectorized after. A projection of a bf16
-  or f32 weight first tries column tiles of ``STRIDED_DECODE_COLUMNS`` (8)
+  so it is privatized first and vectorized after. A projection (bf16, f32
+  or kernel-A weight) first tries column tiles of ``STRIDED_DECODE_COLUMNS`` (8)
   columns ``n / 8`` apart whose leftover rows jam all of them (decode streams 8
   weight rows from 8 places at once), the plain row jam inside a tile. A
   projection whose epilogue calls ``exp`` (gate/up's SiLU) first tries each
@@ -357,8 +357,9 @@ def _decode_wide(last: str, rows: str, block: int | None, jam: MatmulTile, decod
 
 STRIDED_DECODE_COLUMNS = 8
 """Output columns (sums) the leftover rows of a projection (bf16 or f32 weight)
-jam, ``n / 8`` columns apart (the hand value of ``ProjectionKnobs.decode`` for
-a strided tile; kernel A's wide tile keeps ``DECODE_COLUMNS``)
+jam, ``n / 8`` columns apart (the hand value of ``ProjectionKnobs.decode``;
+kernel A's adjacent wide tile, a point the tuner may still pick, has
+``DECODE_COLUMNS``)
 (``_decode_strided``). At one row (decode) the kernel is a read of the weight,
 2 bytes per element widened in registers; with 4 adjacent columns (the
 register tile's) it read DRAM at 6-8 GB/s against the probe's 12.8. The
@@ -457,7 +458,7 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
             candidates += _int8_dot_candidates(nest, kw, min_chunk)
         if kw is not None:
             jam = _hand_tile(nest, kw, arch) if tile is None else tile
-            point = _hand_point(jam, _hand_strided(nest[-1], kw)) if knobs is None else knobs
+            point = _hand_point(jam) if knobs is None else knobs
             candidates += _projection_candidates(nest, kw, arch, min_chunk, point, parallel)
         if arch.vector and parallel is not None and parallel.loop != last:
             candidates.append([sched.Vectorize(last, lanes), parallel])
@@ -508,21 +509,18 @@ def hand_knobs(kernel: loop.KernelOp, arch: Arch) -> ProjectionKnobs | None:
     if found is None:
         return None
     jam = _hand_tile(*found, arch)
-    return _hand_point(jam, _hand_strided(found[0][-1], found[1]))
+    return _hand_point(jam)
 
 
-def _hand_point(jam: MatmulTile, strided: bool) -> ProjectionKnobs:
+def _hand_point(jam: MatmulTile) -> ProjectionKnobs:
     """The hand knobs of a projection with register tile ``jam``: a strided
-    decode tile of ``STRIDED_DECODE_COLUMNS`` columns, else ``DECODE_COLUMNS``."""
-    decode = STRIDED_DECODE_COLUMNS if strided else DECODE_COLUMNS
-    return ProjectionKnobs(jam.rows, jam.columns, decode, strided=strided)
-
-
-def _hand_strided(result: loop.ForOp, kw: int) -> bool:
-    """The hand-written ``strided`` knob: on for a bf16 or f32 weight read by
-    two vectors per sum or fewer (``STRIDED_DECODE_COLUMNS``), off for kernel A
-    (the tuner may turn it on)."""
-    return _k_vectors(result, kw) != 4
+    decode tile of ``STRIDED_DECODE_COLUMNS`` columns, for every weight format
+    (bf16 since issue 17; f32 and spec §5 kernel A since session 20: on a Zen 4
+    their adjacent decode rows read DRAM at a third of the probe's bandwidth,
+    and kernel A's decode at 1 / 2 threads went 81.8 / 42.5 -> 29.5 / 20.9
+    ms/token, `bench run`, 4 rounds; the Xeon measured kernel A's adjacent
+    tile only)."""
+    return ProjectionKnobs(jam.rows, jam.columns, STRIDED_DECODE_COLUMNS, strided=True)
 
 
 def knob_space(kernel: loop.KernelOp, arch: Arch) -> dict[str, tuple[int | bool, ...]]:
@@ -578,7 +576,9 @@ def _int8_dot_candidates(nest: list[loop.ForOp], kw: int, min_chunk: int
     privatized first, then vectorized by ``kw`` (its tail's groups loop). Every
     row streams the whole weight. A kernel without such ops (the compiler's
     kernel B: ``fuse`` stores ``128 * off``) gets the projection candidates
-    (kernel A's row jam, and these 16 columns at its leftover rows)."""
+    (kernel A's row jam inside strided decode tiles of
+    ``STRIDED_DECODE_COLUMNS`` columns since session 20, the adjacent 16 of
+    ``DECODE_COLUMNS`` before: decode 2.2x faster on a Zen 4)."""
     last = nest[-1].loop_name.data
     tile_o, tile_m, pair, cols_i = f"{last}o", f"{last}m", f"{last}mo", f"{last}i"
     vec, priv, split = sched.Vectorize, sched.Privatize, sched.Split

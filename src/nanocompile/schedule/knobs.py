@@ -15,9 +15,9 @@ schedules from a few numbers and switches, ``ProjectionKnobs``:
   gate/up);
 * ``strided``: decode reads ``decode`` columns ``n / decode`` apart
   (``_decode_strided``: each a stream that the next tile continues), else
-  adjacent columns; on by hand for bf16 and f32 weights (8 streams: 16
-  measured best on the Xeon, 8 no worse there; a Zen 4 streams int8 rows at
-  the probe's bandwidth with 2 to 4 such streams, at a third of it with 16 or
+  adjacent columns; on by hand for every format (8 streams: 16 measured best
+  for bf16 on the Xeon, 8 no worse there; a Zen 4 streams int8 rows at the
+  probe's bandwidth with 2 to 4 such streams, at a third of it with 16 or
   with adjacent rows, and bf16 and f32 rows faster with 8 than 16);
 * ``row_block``: long rows go in blocks of rows that stay in L2
   (``ROW_BLOCK_BYTES``);

@@ -4,13 +4,15 @@
 // of 8 lanes first, so 16 lanes would mix them): four vectors per sum. It is
 // privatized before it is vectorized (its tail becomes the loop "k_groups",
 // which privatize could not jam). K = 72: two blocks of 32, one group of 8.
-// The columns are tiles of 16 on the pool; inside a tile, the prefill rows are
-// jammed with pairs of columns (AVX2: 2 rows x 2 columns, 16 accumulators;
-// AVX-512: 3 x 2, 24 of its 32 registers) and the leftover rows (decode: one
-// row) jam all 16 columns: 16 weight rows streamed at once. The int8 weight is
-// read as vector<8xi8> and widened in registers (loop.vsitofp), never copied.
-// With 20 columns (no whole tile of 16) the first candidate is refused and
-// the 2 x 2 row jam without the wide decode tile is chosen. Scalar: the lanes
+// The columns are tiles of 8 columns n / 8 apart on the pool (strided, as every
+// format's since session 20; the adjacent 16 before); inside a tile, the
+// prefill rows are jammed with pairs of columns (AVX2: 2 rows x 2 columns, 16
+// accumulators; AVX-512: 3 x 2, 24 of its 32 registers), the pairs outside
+// the rows, and the leftover rows (decode: one row) jam all 8 columns: 8
+// weight rows streamed from 8 places at once. The int8 weight is read as
+// vector<8xi8> and widened in registers (loop.vsitofp), never copied. With 20
+// columns (no whole tile of 8) the first candidate is refused and the 2 x 2
+// row jam without a decode tile is chosen. Scalar: the lanes
 // loop as lowered, columns on the pool.
 // RUN: nc-opt %s --split-input-file -p 'fuse,lower-graph-to-loop,default-schedule{arch=avx2}' | filecheck %s
 // RUN: nc-opt %s --split-input-file -p 'fuse,lower-graph-to-loop,default-schedule{arch=avx512}' | filecheck %s --check-prefix=AVX512
@@ -30,9 +32,9 @@ graph.func @kernel_a {
 }
 // CHECK-LABEL: loop.kernel @fused_mul(
 // CHECK-SAME:    %1: !loop.ptr<i8>
-// CHECK:         loop.for "d1o" %{{.*}} parallel 1 {
-// CHECK-NEXT:      loop.for "d0o"
-// CHECK:             loop.for "d1mo"
+// CHECK:         loop.for "d1o" %{{.*}} parallel 2 {
+// CHECK-NEXT:      loop.for "d1q"
+// CHECK-NEXT:        loop.for "d0o"
 // CHECK:               = loop.for "k" %[[K:[0-9a-z_]+]] = %{{.*}} step 32 iter({{([^,]*, ){15}[^,]*}}) -> ({{(vector<8xf32>, ){15}vector<8xf32>}}) {
 // CHECK:                 loop.load %1[%{{.*}}, %[[K]]] strides [72, 1] : vector<8xi8>
 // CHECK-NEXT:            loop.vsitofp %{{.*}} : vector<8xi8> -> vector<8xf32>
@@ -40,9 +42,9 @@ graph.func @kernel_a {
 // CHECK-COUNT-4:       loop.lanesum %{{.*}} tree [2, 0, 1] : vector<8xf32> -> f32
 // CHECK-NOT:           loop.lanesum
 // CHECK:           loop.for "d0_tail"
-// CHECK:             = loop.for "k_tail" %{{.*}} step 32 iter({{([^,]*, ){63}[^,]*}}) -> (
-// CHECK:             = loop.for "k_tail_groups" %{{.*}} step 8 iter({{([^,]*, ){15}[^,]*}}) -> (
-// CHECK-COUNT-16:    loop.lanesum %{{.*}} tree [2, 0, 1] : vector<8xf32> -> f32
+// CHECK:             = loop.for "k_tail" %{{.*}} step 32 iter({{([^,]*, ){31}[^,]*}}) -> (
+// CHECK:             = loop.for "k_tail_groups" %{{.*}} step 8 iter({{([^,]*, ){7}[^,]*}}) -> (
+// CHECK-COUNT-8:     loop.lanesum %{{.*}} tree [2, 0, 1] : vector<8xf32> -> f32
 // CHECK-NOT:     lanes 32
 // CHECK-LABEL: loop.program @kernel_a
 // CHECK-NOT:     loop.buffer temp
@@ -53,7 +55,7 @@ graph.func @kernel_a {
 // AVX512:         = loop.for "k_groups" %{{.*}} step 8 iter({{([^,]*, ){5}[^,]*}}) -> (
 // AVX512-COUNT-6:   loop.lanesum %{{.*}} tree [2, 0, 1] : vector<8xf32> -> f32
 // AVX512:         loop.for "d0_tail"
-// AVX512:           = loop.for "k_tail" %{{.*}} step 32 iter({{([^,]*, ){63}[^,]*}}) -> (
+// AVX512:           = loop.for "k_tail" %{{.*}} step 32 iter({{([^,]*, ){31}[^,]*}}) -> (
 // AVX512-NOT:     vector<16xf32>
 
 // SCALAR-LABEL: loop.kernel @fused_mul(

@@ -6,11 +6,13 @@
 // lanes). fuse stores the row-invariant 128 * off (a kernel of its own here,
 // the offset's row kernel in the model): in the projection the rows are a
 // perfect nest, so the projections' candidates apply (kernel A's): column
-// tiles of 16 on the pool (d1o), rows inside them, 3 rows x 2 columns jammed
-// (d0o, d1mo: 6 x 4 vector accumulators, the whole group of 32 terms stepping
-// by 32, the last block's 8 terms in "k_groups"), and the leftover rows
-// (d0_tail, all of them at decode) jamming all 16 columns of the tile (16 x 4
-// accumulators, one 32-byte read of xq per block serving 16 weight rows).
+// tiles of 8 columns n / 8 apart on the pool (d1o; strided since session 20,
+// 16 adjacent before), their pairs of columns (d1q) outside the rows, 3 rows
+// x 2 columns jammed (d0o: 6 x 4 vector accumulators, the whole group of 32
+// terms stepping by 32, the last block's 8 terms in "k_groups"), and the
+// leftover rows (d0_tail, all of them at decode) jamming all 8 columns of the
+// tile (8 x 4 accumulators, one 32-byte read of xq per block serving 8 weight
+// rows).
 // The second case, the integer core without an epilogue, schedules the same.
 // RUN: nc-opt %s --split-input-file -p 'fuse,lower-graph-to-loop,default-schedule{arch=avx512}' | filecheck %s
 
@@ -33,9 +35,9 @@ graph.func @projection {
 // CHECK:         arith.mulf
 // CHECK-LABEL: loop.kernel @fused_sub(
 // CHECK-NOT:     arith.mulf
-// CHECK:         loop.for "d1o" %{{.*}} parallel 1 {
-// CHECK-NEXT:      loop.for "d0o" %{{.*}} {
-// CHECK:             loop.for "d1mo" %{{.*}} {
+// CHECK:         loop.for "d1o" %{{.*}} parallel 2 {
+// CHECK-NEXT:      loop.for "d1q" %{{.*}} {
+// CHECK-NEXT:        loop.for "d0o" %{{.*}} {
 // CHECK:               loop.for "k" %{{.*}} step 32 iter({{.*}}) -> ({{.*}}) {
 // CHECK-COUNT-24:        loop.dot4 %{{.*}}, %{{.*}} : vector<32xi8> -> vector<8xi32>
 // CHECK:                 loop.yield
@@ -47,14 +49,14 @@ graph.func @projection {
 // CHECK-COUNT-6:       loop.lanesum %{{.*}} tree [2, 0, 1] : vector<8xf32> -> f32
 // CHECK:           loop.for "d0_tail" %{{.*}} {
 // CHECK:             loop.for "k_tail" %{{.*}} step 32 iter({{.*}}) -> ({{.*}}) {
-// CHECK-COUNT-64:      loop.dot4 %{{.*}}, %{{.*}} : vector<32xi8> -> vector<8xi32>
+// CHECK-COUNT-32:      loop.dot4 %{{.*}}, %{{.*}} : vector<32xi8> -> vector<8xi32>
 // CHECK:               loop.yield
 // CHECK-NEXT:        }
 // CHECK-NEXT:        loop.for "k_tail_groups" %{{.*}} step 8 iter({{.*}}) -> ({{.*}}) {
-// CHECK-COUNT-16:      loop.dot4 %{{.*}}, %{{.*}} : vector<32xi8> -> vector<8xi32>
+// CHECK-COUNT-8:       loop.dot4 %{{.*}}, %{{.*}} : vector<32xi8> -> vector<8xi32>
 // CHECK:               loop.yield
 // CHECK-NEXT:        }
-// CHECK-COUNT-16:    loop.lanesum %{{.*}} tree [2, 0, 1] : vector<8xf32> -> f32
+// CHECK-COUNT-8:     loop.lanesum %{{.*}} tree [2, 0, 1] : vector<8xf32> -> f32
 // CHECK-LABEL: loop.program @projection
 
 // -----
@@ -68,9 +70,9 @@ graph.func @core {
   graph.return "t" = %t : !graph.tensor<[seq, 32], f32>
 }
 // CHECK-LABEL: loop.kernel @fused_matmul_i8(
-// CHECK:         loop.for "d1o" %{{.*}} parallel 1 {
-// CHECK-NEXT:      loop.for "d0o" %{{.*}} {
-// CHECK:             loop.for "d1mo" %{{.*}} {
+// CHECK:         loop.for "d1o" %{{.*}} parallel 2 {
+// CHECK-NEXT:      loop.for "d1q" %{{.*}} {
+// CHECK-NEXT:        loop.for "d0o" %{{.*}} {
 // CHECK:               loop.for "k" %{{.*}} step 32 iter({{.*}}) -> ({{.*}}) {
 // CHECK-COUNT-24:        loop.dot4 %{{.*}}, %{{.*}} : vector<32xi8> -> vector<8xi32>
 // CHECK:             loop.for "d0_tail" %{{.*}} {

@@ -37,17 +37,20 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.parser import Parser
 
-from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph, schedule_loop
+from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
 from nanocompile.dialects import get_all_dialects, loop, sched
 from nanocompile.dialects import graph as g
 from nanocompile.frontend.tensor import GraphBuilder
 from nanocompile.schedule.defaults import (
     DECODE_COLUMNS,
+    STRIDED_DECODE_COLUMNS,
     WIDE_TILES,
     MatmulTile,
     default_schedules,
+    hand_knobs,
     k_width,
 )
+from nanocompile.schedule.knobs import ProjectionKnobs
 from nanocompile.schedule.primitives import NameTaken, NotPerfectlyNested, ScheduleError
 from nanocompile.schedule.privatize import privatize
 from nanocompile.schedule.vectorize import LanesTree, RaggedLanes, vectorize
@@ -333,12 +336,21 @@ def test_privatize_keeps_the_tree_and_the_tail(k: int) -> None:
 def test_default_candidates_are_bitwise_at_every_thread_count(arch: Arch, k: int,
                                                               n: int) -> None:
     """Every default candidate of a kernel-A projection (the arch's tile and
-    two others; 32 columns: whole tiles of 16 for the decode jam, 12: none),
-    K with and without a group of 8 and a tail, 1, 2, 3 and 8 threads."""
+    two others, each with the hand's strided decode tile of 8 columns and with
+    the adjacent wide tile of 16; 32 columns: whole tiles of both for the
+    decode jam, 12: none), K with and without a group of 8 and a tail, 1, 2, 3
+    and 8 threads."""
     module = _kernel_a_module(k, n)
+    hand = hand_knobs(_kernel(module), arch)
+    assert hand is not None
+    assert hand.strided
+    assert hand.decode == STRIDED_DECODE_COLUMNS
+    points = [ProjectionKnobs(t.rows, t.columns, decode, strided=strided)
+              for t in (MatmulTile(hand.rows, hand.columns), MatmulTile(2, 3), MatmulTile(3, 2))
+              for decode, strided in ((STRIDED_DECODE_COLUMNS, True), (DECODE_COLUMNS, False))]
     seen: list[list[sched.Directive]] = []
-    for tile in (None, MatmulTile(2, 3), MatmulTile(3, 2)):
-        for directives in default_schedules(_kernel(module), arch, min_chunk=1, tile=tile):
+    for point in points:
+        for directives in default_schedules(_kernel(module), arch, min_chunk=1, knobs=point):
             if directives in seen:
                 continue
             seen.append(directives)
@@ -348,14 +360,19 @@ def test_default_candidates_are_bitwise_at_every_thread_count(arch: Arch, k: int
                 continue  # a candidate refused (a tile that does not divide N)
             _check(scheduled, k, n, f"{arch.name} {directives}", THREADS)
     assert len(seen) >= 4
-    if n % DECODE_COLUMNS == 0:  # the wide decode tile applies: it is the first candidate
-        assert sched.Split("d1", DECODE_COLUMNS, "d1o", "d1m", peel=True) in seen[0]
+    first = default_schedules(_kernel(module), arch, min_chunk=1)[0]
+    strided = any(isinstance(d, sched.Split) and d.outer == "d1q" for d in first)
+    assert strided == (n % STRIDED_DECODE_COLUMNS == 0)  # the hand's first, where it applies
+    if n % DECODE_COLUMNS == 0:  # the wide decode tile applies: its point's first candidate
+        assert any(sched.Split("d1", DECODE_COLUMNS, "d1o", "d1m", peel=True) in c for c in seen)
 
 
 @pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
 def test_default_schedule_of_kernel_a(arch: Arch) -> None:
     """k by 8 (never 16: the tree adds the accumulators of 8 lanes first),
-    privatized before vectorized; column tiles of 16 on the pool, the arch's
+    privatized before vectorized; the hand point's first candidate is the
+    strided decode tile (session 20); at the adjacent point (``strided`` off,
+    a point the tuner may pick) column tiles of 16 on the pool, the arch's
     WIDE_TILES tile inside them and all 16 columns jammed for the leftover
     rows (decode: per 32 values of k, 16 x 4 vector FMAs on 16 weight rows);
     no packed copy, the int8 weight read in place; the default order still by
@@ -363,7 +380,12 @@ def test_default_schedule_of_kernel_a(arch: Arch) -> None:
     module = _kernel_a_module(96, 48)
     kernel = _kernel(module)
     assert k_width(_loop(kernel, "d1"), arch) == 8
-    (first, *_) = default_schedules(kernel, arch)
+    hand = hand_knobs(kernel, arch)
+    assert hand is not None
+    assert any(isinstance(d, sched.Split) and d.outer == "d1q"
+               for d in default_schedules(kernel, arch)[0])
+    adjacent = hand.replace(strided=False, decode=DECODE_COLUMNS)
+    (first, *_) = default_schedules(kernel, arch, knobs=adjacent)
     vectors = [d for d in first if isinstance(d, sched.Vectorize)]
     assert {d.width for d in vectors} == {8}
     assert first.index(vectors[0]) > max(i for i, d in enumerate(first)
@@ -372,8 +394,7 @@ def test_default_schedule_of_kernel_a(arch: Arch) -> None:
     assert sched.Split("d1", DECODE_COLUMNS, "d1o", "d1m", peel=True) in first
     assert sched.Split("d1m", tile.columns, "d1mo", "d1i", peel=True) in first
     assert sched.Split("d0", tile.rows, "d0o", "d0i", peel=True) in first
-    scheduled, refusals = schedule_loop(module, arch)
-    assert not refusals
+    scheduled = _scheduled(module, first)
     new = _kernel(scheduled)
     for name, sums in (("k", tile.rows * tile.columns), ("k_tail", DECODE_COLUMNS)):
         k_loop = _loop(new, name)

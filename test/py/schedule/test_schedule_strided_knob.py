@@ -10,9 +10,10 @@ schedule of f32 weights and kernel A; 7-8 GB/s) or 16 streams at once.
 
 Claims:
 
-* the hand point keeps ``strided`` off for kernel A (its hand schedule is
-  the one before the knob reached it) and on for bf16 and, since session 20
-  (gate/up's f32 decode 1.5x faster strided on the Zen 4), f32 weights;
+* the hand point has ``strided`` on, ``STRIDED_DECODE_COLUMNS`` (8) wide,
+  for every format: bf16 since issue 17, f32 weights and kernel A since
+  session 20 (on the Zen 4 gate/up's f32 decode 1.5x faster strided, kernel
+  A's decode step 2.8x);
   the knob space offers it, and ``decode`` 2 and 4, for every projection;
 * with ``strided`` on, at ``decode`` 2, 4 and 8, the first candidate of an
   f32 projection and of a kernel-A projection is the strided tile and it
@@ -45,7 +46,12 @@ from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
 from nanocompile.dialects import loop, sched
 from nanocompile.frontend import GraphBuilder
 from nanocompile.frontend.composites import linear
-from nanocompile.schedule.defaults import default_schedules, hand_knobs, knob_space
+from nanocompile.schedule.defaults import (
+    STRIDED_DECODE_COLUMNS,
+    default_schedules,
+    hand_knobs,
+    knob_space,
+)
 from nanocompile.targets.arch import AVX2, AVX512, Arch
 
 THREADS = (1, 2, 3)
@@ -97,18 +103,19 @@ def _strided(directives: list[sched.Directive]) -> bool:
 
 
 @pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
-def test_the_hand_point_strides_all_but_kernel_a_and_the_space_offers_it(arch: Arch) -> None:
+def test_the_hand_point_strides_every_format_and_the_space_offers_it(arch: Arch) -> None:
     for fmt, module in (("f32", f32_projection(64, N)), ("kernel A", kernel_a_projection(72, N)),
                         ("bf16", bf16_projection(64, N))):
         kernel = _kernel(module)
         hand = hand_knobs(kernel, arch)
         assert hand is not None
-        assert hand.strided == (fmt != "kernel A"), fmt
+        assert hand.strided, fmt
+        assert hand.decode == STRIDED_DECODE_COLUMNS, fmt
         space = knob_space(kernel, arch)
         assert space["strided"] == (False, True), fmt
         assert {2, 4} <= set(space["decode"]), fmt
         first = default_schedules(kernel, arch)[0]
-        assert _strided(first) == (fmt != "kernel A"), fmt
+        assert _strided(first), fmt
 
 
 def _weights(fmt: str, rng: np.random.Generator, k: int) -> dict[str, np.ndarray]:
