@@ -24,10 +24,11 @@ are all refused (or that has none) stays unscheduled.
   (its tree adds the four accumulators of 8 lanes first), four vectors per
   sum, so its tile is ``WIDE_TILES``'s; its lanes loop has a tail (the groups
   of 8 after the last block of 32), which vectorized becomes a second loop,
-  so it is privatized first and vectorized after. A projection (bf16, f32
-  or kernel-A weight) first tries column tiles of ``STRIDED_DECODE_COLUMNS`` (8)
-  columns ``n / 8`` apart whose leftover rows jam all of them (decode streams 8
-  weight rows from 8 places at once), the plain row jam inside a tile. A
+  so it is privatized first and vectorized after. A projection of any
+  weight format (f32, bf16, kernel A, kernel B's integer core) first tries
+  column tiles of ``STRIDED_DECODE_COLUMNS`` (8) columns ``n / 8`` apart
+  whose leftover rows jam all of them (decode streams 8 weight rows from 8
+  places at once), the plain row jam inside a tile. A
   projection whose epilogue calls ``exp`` (gate/up's SiLU) first tries each
   of these with ``slp`` on its jammed copies (4 outputs' epilogues as one
   ``vector<4xf32>``: ``_slp_first``);
@@ -316,8 +317,10 @@ def _slp_first(result: loop.ForOp, arch: Arch, copies: int, tail_copies: int,
 
 
 DECODE_COLUMNS = 16
-"""Output columns (sums) the leftover rows of a four-vector projection jam:
-at one row (decode) a kernel-A projection is a read of its int8 weight
+"""Output columns (sums) the leftover rows of a four-vector projection jam in
+its adjacent wide tile (``strided`` off: the hand point until session 20, a
+point of the tuner's space since): at one row (decode) a kernel-A projection
+is a read of its int8 weight
 through ``vpmovsxbd``, and on the Xeon a single such stream reads DRAM at
 5.0 GB/s (a plain 64-bit load stream 9.2, the probe's bandwidth 12.8).
 896x4864, weights evicted, kernel ms (medians, 1 / 2 threads): 2 weight rows
