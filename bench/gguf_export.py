@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from nanocompile.checkpoint.config import Qwen2Config
+from nanocompile.checkpoint.pagecache import release_written
 from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.tokenizer.build import QWEN2_PATTERN  # llama.cpp's 'qwen2' split
 
@@ -264,7 +265,9 @@ def _require_gguf() -> Any:
 
 
 def _staged(out: Path, write: Callable[[Path], None]) -> Path:
-    """Run ``write(OUT.partial)`` and rename the result to ``out``."""
+    """Run ``write(OUT.partial)`` and rename the result to ``out``, which then leaves
+    the page cache (``release_written``: llama.cpp maps it in the large folios of
+    its next read, as nanocompile maps the snapshots it writes)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f"{out.name}.{os.getpid()}.partial")  # concurrent writers
@@ -273,6 +276,7 @@ def _staged(out: Path, write: Callable[[Path], None]) -> Path:
         partial.replace(out)
     finally:
         partial.unlink(missing_ok=True)
+    release_written(out)
     return out
 
 

@@ -28,6 +28,7 @@ from typing import BinaryIO
 import numpy as np
 
 from nanocompile.checkpoint.jsonfile import JSONFileError, parse_json
+from nanocompile.checkpoint.pagecache import advise_huge, release_written
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 METADATA_KEY = "__metadata__"
@@ -248,6 +249,7 @@ class SafetensorsFile:
                 header = fh.read(header_len)
                 infos, metadata = parse_header(path, header, size - 8 - header_len)
                 mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                advise_huge(mapping)  # weights in 2 MiB pages where the kernel can
         except OSError as exc:
             raise _fail(path, f"cannot read ({exc.strerror or exc})") from None
         buffer = np.frombuffer(mapping, dtype=np.uint8, offset=8 + header_len)
@@ -389,7 +391,8 @@ def write_safetensors_stream(
     multiple of ``data_alignment`` bytes into the file (8, as the format's own
     writer does; 64 puts it on a cache line once mapped, and every tensor
     whose predecessors' sizes are multiples of 64 with it). The file appears
-    atomically (written to a temporary name, then renamed).
+    atomically (written to a temporary name, then renamed), and leaves the
+    page cache (``pagecache.release_written``).
     """
     path = Path(path)
     if data_alignment < 8 or data_alignment % 8:
@@ -412,6 +415,7 @@ def write_safetensors_stream(
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+    release_written(path)  # its next reader caches it in large folios (checkpoint/pagecache.py)
 
 
 def _write_tensor(
