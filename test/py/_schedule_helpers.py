@@ -1,7 +1,8 @@
 """Helpers the schedule tests share: a module parsed from text, a module's one
 kernel, a loop by name, a copy of a module with directives applied, a refusal
 that leaves the kernel as it was, the value of index arithmetic at given loop
-indices, and spec §5 kernel A's projection as a one-kernel module."""
+indices, spec §5 kernel A's projection as a one-kernel module, and a plain
+row-dot kernel in Loop IR text (``ROWS_KERNEL``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,28 @@ from nanocompile.dialects import graph as g
 from nanocompile.frontend import GraphBuilder
 from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
 from nanocompile.schedule.primitives import ScheduleError
+
+ROWS_KERNEL = """builtin.module {
+  loop.kernel @rows(%0: !loop.ptr<f32>, %1: !loop.ptr<f32>, %2: !loop.ptr<f32>)
+      syms ["n"] access ["w", "r", "r"]
+      footprints [#loop.fp<[n], [1]>, #loop.fp<[n, 40], [40, 1]>, #loop.fp<[40], [1]>] {
+    %n = loop.sym "n"
+    %c0 = arith.constant 0 : index
+    %c40 = arith.constant 40 : index
+    loop.for "d0" %j = %c0 to %n {
+      %z = arith.constant 0.000000e+00 : f32
+      %s = loop.for "k" %k = %c0 to %c40 iter(%acc = %z) -> (f32) {
+        %w = loop.load %1[%j, %k] strides [40, 1] : f32
+        %x = loop.load %2[%k] strides [1] : f32
+        %p = math.fma %w, %x, %acc : f32
+        loop.yield %p : f32
+      }
+      loop.store %s, %0[%j] strides [1] : f32
+    }
+  }
+}"""
+"""One kernel: ``y[j] = sum_k W[j, k] * x[k]`` over ``n`` rows of 40, an FMA chain
+in ``k`` order (a loop ``d0`` of symbolic extent around a sum ``k``)."""
 
 
 def parse_module(text: str) -> ModuleOp:

@@ -15,32 +15,14 @@ import os
 from pathlib import Path
 
 import pytest
-from _schedule_helpers import only_kernel, parse_module
+from _schedule_helpers import ROWS_KERNEL, only_kernel, parse_module
 
 from nanocompile.backend import gcc
 from nanocompile.dialects import loop, sched
 from nanocompile.passes.apply_schedule import apply_directives
 from nanocompile.targets.c import CEmitter
 
-_ROWS = """builtin.module {
-  loop.kernel @rows(%0: !loop.ptr<f32>, %1: !loop.ptr<f32>, %2: !loop.ptr<f32>)
-      syms ["n"] access ["w", "r", "r"]
-      footprints [#loop.fp<[n], [1]>, #loop.fp<[n, 40], [40, 1]>, #loop.fp<[40], [1]>] {
-    %n = loop.sym "n"
-    %c0 = arith.constant 0 : index
-    %c40 = arith.constant 40 : index
-    loop.for "d0" %j = %c0 to %n {
-      %z = arith.constant 0.000000e+00 : f32
-      %s = loop.for "k" %k = %c0 to %c40 iter(%acc = %z) -> (f32) {
-        %w = loop.load %1[%j, %k] strides [40, 1] : f32
-        %x = loop.load %2[%k] strides [1] : f32
-        %p = math.fma %w, %x, %acc : f32
-        loop.yield %p : f32
-      }
-      loop.store %s, %0[%j] strides [1] : f32
-    }
-  }
-}"""
+_ROWS = ROWS_KERNEL
 
 _ADD = """builtin.module {
   loop.kernel @add(%0: !loop.ptr<f32>, %1: !loop.ptr<f32>, %2: !loop.ptr<f32>)
