@@ -84,6 +84,8 @@ def test_smoke_records_one_per_engine_thread_metric(smoke: tuple[Path, str]) -> 
         goals = record["payload"]["goals_issue16"]
         assert goals["machine_kind"] == record["machine"]["kind"]
         assert goals["second_thread"]["met"] is None  # smoke prompts: no 128-token prefill
+        mapped = record["payload"]["weights_mapped"]  # the tiny model's files: under 2 MiB
+        assert all(p.endswith((".safetensors", ".gguf")) for p in mapped)
         goals17 = record["payload"]["goals_issue17"]
         assert goals17["engine"] == "c-bf16"
         assert goals17["prefill_vs_f32"]["1"]["met"] is None  # no 128-token prefill either
@@ -168,6 +170,7 @@ def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
         assert f"\n{name:{NAME_WIDTH}}   2 |" in out
     assert f"sign tests vs {REFERENCE_ENGINE}" in out
     assert "load average:" in out
+    assert "\nweights mapped in 2 MiB pages: " in out
     assert "issue 16 goals, machine kind" in out
     assert "issue 17 goals (c-bf16;" in out
     assert "issue 18 goals (c-int8, int8 kernel A, and c-int8-dot, kernel B;" in out
@@ -460,3 +463,19 @@ def test_plot_without_runs_is_a_one_line_error(tmp_path: Path,
     pytest.importorskip("matplotlib")
     assert bench.main(["plot", "--results", str(tmp_path / "none.jsonl")]) == 1
     assert "no benchmark run recorded yet" in capsys.readouterr().err
+
+
+def test_weights_mapped_keeps_the_weight_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import run as bench_run
+    from nanocompile.checkpoint import pagecache
+
+    monkeypatch.setattr(pagecache, "file_mappings", lambda: {
+        "/m/model.safetensors": (942 << 20, 902 << 20), "/g/model-bf16.gguf": (948 << 20, 0),
+        "/lib/libc.so.6": (3 << 20, 0), "/m/small.safetensors": (1 << 20, 0)})
+    mapped = bench_run.weights_mapped()
+    assert mapped == {"/g/model-bf16.gguf": {"resident": 948 << 20, "huge": 0},
+                      "/m/model.safetensors": {"resident": 942 << 20, "huge": 902 << 20}}
+    assert bench_run.format_weights_mapped(mapped) == (
+        "weights mapped in 2 MiB pages: model-bf16.gguf 0 of 948 MiB, "
+        "model.safetensors 902 of 942 MiB")
+    assert "no weight file mapped" in bench_run.format_weights_mapped({})

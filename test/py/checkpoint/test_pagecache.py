@@ -164,3 +164,46 @@ def test_a_written_snapshot_is_read_back_in_huge_pages(tmp_path: Path) -> None:
         mapped = _touched(path, f.raw("w").view(np.uint8).reshape(-1))
     assert mapped is not None
     assert mapped >= 8 * MIB, mapped
+
+
+SMAPS_TEXT = """\
+55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]
+Rss:                 132 kB
+7f00aa000000-7f00ab000000 r--s 00000000 fd:01 1234                       /data/my model.safetensors
+Size:              16384 kB
+Rss:                8192 kB
+FilePmdMapped:      6144 kB
+7f00ab000000-7f00ab400000 rw-p 00000000 00:00 0
+Rss:                4096 kB
+7f00ac000000-7f00ac800000 r--s 01000000 fd:01 1234                       /data/my model.safetensors
+Rss:                2048 kB
+FilePmdMapped:      2048 kB
+VmFlags: rd sh mr mw me ms hg
+7f00ad000000-7f00ad001000 r-xp 00000000 fd:01 99                         /usr/lib/libc.so.6
+Rss:                   4 kB
+"""
+
+
+def test_file_mappings_sums_each_files_mappings(tmp_path: Path) -> None:
+    smaps = tmp_path / "smaps"
+    smaps.write_text(SMAPS_TEXT)
+    assert pagecache.file_mappings(smaps) == {
+        "/data/my model.safetensors": (10240 * 1024, 8192 * 1024),
+        "/usr/lib/libc.so.6": (4096, 0)}
+    assert pagecache.file_mappings(tmp_path / "missing") == {}
+
+
+def test_file_mappings_sees_this_process_map_a_file(tmp_path: Path) -> None:
+    if not pagecache.SMAPS.exists():
+        pytest.skip("no /proc/self/smaps (not Linux)")
+    path = tmp_path / "w.bin"
+    path.write_bytes(os.urandom(4 * MIB))
+    with open(path, "rb") as fh:
+        mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    view = np.frombuffer(mapping, np.uint8)
+    int(view[::4096].sum())
+    resident, huge = pagecache.file_mappings()[str(path)]
+    assert resident == 4 * MIB
+    assert 0 <= huge <= resident
+    del view
+    mapping.close()
