@@ -105,6 +105,8 @@ PCH_DIR = "pch"  # <cache>/pch/<key>/: a precompiled header of the generated C's
 PCH_HEADER = "nc_pch.h"
 PCH_HOISTED = "#if defined(__SSE4_1__)\n#include <immintrin.h>\n#endif\n"
 _PREFIX_LINE = re.compile(r"(/\*[^*]*\*/|#define _POSIX_C_SOURCE \d+L|#include <[\w./]+>|)")
+_QUOTABLE = re.compile(r'[^"\\\n]+')  # a path an #include "..." can name as it is
+_PCH_FAILED: set[str] = set()  # headers gcc could not precompile, by key
 KEY_VERSION = 1  # bump when the cache layout or the key's contents change
 KEY_SYMBOL = "nanocompile_cache_key"  # every cached library exports its own key
 TMP_PREFIX = ".tmp-"  # build directories: .tmp-<name>-<pid>-<random> in a key's directory
@@ -409,6 +411,8 @@ def precompiled_header(root: Path, source: str, sanitize: bool) -> Path | None:
     key = hashlib.sha256(json.dumps(parts).encode()).hexdigest()
     directory = root / PCH_DIR / key
     header, built = directory / PCH_HEADER, directory / f"{PCH_HEADER}.gch"
+    if key in _PCH_FAILED or not _QUOTABLE.fullmatch(str(header)):
+        return None
     if header.is_file() and built.is_file():
         return header
     _make_directory(directory.parent)
@@ -424,6 +428,7 @@ def precompiled_header(root: Path, source: str, sanitize: bool) -> Path | None:
             command = [GCC, *options, "-pthread", "-x", "c-header", PCH_HEADER,
                        "-o", f"{PCH_HEADER}.gch"]
             if _run(command, cwd=tmp).returncode != 0:
+                _PCH_FAILED.add(key)  # not tried again by this process
                 return None
             os.replace(tmp, directory)
         finally:

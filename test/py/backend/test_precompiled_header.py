@@ -155,3 +155,32 @@ def test_a_killed_builders_header_directory_is_swept(tmp_path: Path,
     gcc.compile_library("int x;\n", cache_dir=tmp_path)
     assert not dead.exists()
     assert live.exists()
+
+
+def test_a_header_gcc_cannot_build_is_tried_once(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gcc, "PCH_HOISTED", "#include <no_such_header_here.h>\n")
+    monkeypatch.setattr(gcc, "_PCH_FAILED", set())
+    headers_built: list[list[str]] = []
+    run = gcc._run
+
+    def spy(command: list[str], cwd: Path | None = None):  # type: ignore[no-untyped-def]
+        if "c-header" in command:
+            headers_built.append(command)
+        return run(command, cwd)
+
+    monkeypatch.setattr(gcc, "_run", spy)
+    for schedule in ("plain", "parallel"):
+        lib = gcc.compile_library(_generated(schedule), cache_dir=tmp_path)
+        assert lib.load() is not None
+    assert len(headers_built) == 1
+    assert not list((tmp_path / gcc.PCH_DIR).glob("*/nc_pch.h"))
+
+
+def test_a_cache_path_an_include_cannot_name_builds_without_the_header(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / 'quote"d'
+    seen = _first_lines_compiled(monkeypatch)
+    source = _generated("plain")
+    gcc.compile_library(source, cache_dir=cache)
+    assert seen == [source.split("\n", 1)[0]]
