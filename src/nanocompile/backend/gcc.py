@@ -348,7 +348,6 @@ def _build(entry: _Entry, source: str, name: str, sanitize: bool) -> float:
     try:
         c_file = tmp / entry.source.name
         so_file = tmp / entry.so.name
-        c_file.write_text(source + key_stamp(entry.key))
         command = [GCC, *_options(sanitize), c_file.name, "-o", so_file.name, *LIBS]
         start = time.perf_counter()
         header = precompiled_header(entry.root, source, sanitize)
@@ -356,10 +355,8 @@ def _build(entry: _Entry, source: str, name: str, sanitize: bool) -> float:
         if header is not None:
             c_file.write_text(with_header(source, header) + key_stamp(entry.key))
             result = _run(command, cwd=tmp)
-            if result.returncode != 0:  # the source as it is decides (and reports)
-                c_file.write_text(source + key_stamp(entry.key))
-                result = None
-        if result is None:
+        if result is None or result.returncode != 0:  # the source as it is decides and reports
+            c_file.write_text(source + key_stamp(entry.key))
             result = _run(command, cwd=tmp)
         seconds = time.perf_counter() - start
         if result.returncode != 0:

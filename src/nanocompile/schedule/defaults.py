@@ -359,7 +359,7 @@ def _decode_wide(last: str, rows: str, block: int | None, jam: MatmulTile, decod
 
 
 STRIDED_DECODE_COLUMNS = 8
-"""Output columns (sums) the leftover rows of a projection (bf16 or f32 weight)
+"""Output columns (sums) the leftover rows of a projection (any weight format)
 jam, ``n / 8`` columns apart (the hand value of ``ProjectionKnobs.decode``;
 kernel A's adjacent wide tile, a point the tuner may still pick, has
 ``DECODE_COLUMNS``)
