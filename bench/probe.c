@@ -457,7 +457,7 @@ static int parse_threads(const char *s, int *out) {
 
 static void usage(void) {
     fprintf(stderr, "usage: probe [--threads 1,2] [--bytes N] [--passes P] [--seconds S] [--quick]"
-                    " [--no-hugepage]\n");
+                    " [--no-hugepage] [--bandwidth-only]\n");
     exit(2);
 }
 
@@ -468,11 +468,14 @@ int main(int argc, char **argv) {
     int passes = 10;
     double seconds = 0.1;
     int quick = 0, bytes_given = 0, passes_given = 0, seconds_given = 0, want_hugepage = 1;
+    int bandwidth_only = 0; /* no clock, no compute kernels: bench run's in-run bandwidth */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             quick = 1;
         } else if (!strcmp(argv[i], "--no-hugepage")) {
             want_hugepage = 0;
+        } else if (!strcmp(argv[i], "--bandwidth-only")) {
+            bandwidth_only = 1;
         } else if (i + 1 < argc && !strcmp(argv[i], "--threads")) {
             n_counts = parse_threads(argv[++i], counts);
             if (n_counts < 1) usage();
@@ -511,15 +514,18 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < bytes / 4; i++) words[i] = 1;
 
     /* Clock: best of passes on one thread. */
-    uint64_t clock_iters = calibrate(k_clock, seconds);
     double ghz = 0, ghz_median = 0, ghz_cpu = 0;
     int ghz_clean = 0, ghz_run = 0;
-    measure_kernel(k_clock, 100.0, clock_iters, 1, passes, &ghz, &ghz_median, &ghz_clean, &ghz_cpu,
-                   &ghz_run);
+    if (!bandwidth_only) {
+        uint64_t clock_iters = calibrate(k_clock, seconds);
+        measure_kernel(k_clock, 100.0, clock_iters, 1, passes, &ghz, &ghz_median, &ghz_clean,
+                       &ghz_cpu, &ghz_run);
+    }
 
     printf("{\n  \"probe_version\": %d,\n  \"quick\": %s,\n", PROBE_VERSION, quick ? "true" : "false");
     printf("  \"buffer_bytes\": %zu,\n  \"hugepage_advice\": %s,\n", bytes, hugepage ? "true" : "false");
     printf("  \"passes\": %d,\n  \"seconds_per_pass\": %g,\n", passes, seconds);
+    printf("  \"bandwidth_only\": %s,\n", bandwidth_only ? "true" : "false");
     printf("  \"ghz\": %.4f,\n  \"ghz_cpu\": %.4f,\n  \"ghz_clean_passes\": %d,\n", ghz / 1e9,
            ghz_cpu / 1e9, ghz_clean);
     printf("  \"bandwidth\": [");
@@ -535,7 +541,7 @@ int main(int argc, char **argv) {
                best[1], run, clean, ok ? "true" : "false");
     }
     printf("\n  ],\n  \"kernels\": [");
-    for (int k = 0; k < N_KERNELS; k++) {
+    for (int k = 0; k < (bandwidth_only ? 0 : N_KERNELS); k++) {
         const kernel_t *kern = &KERNELS[k];
         uint64_t iters = calibrate(kern->fn, seconds);
         for (int c = 0; c < n_counts; c++) {

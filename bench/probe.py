@@ -155,13 +155,17 @@ def run_probe(
     buffer_bytes: int | None = None,
     passes: int | None = None,
     seconds: float | None = None,
+    bandwidth_only: bool = False,
 ) -> dict[str, Any]:
-    """Build and run the probe once; return its raw JSON as a dict."""
+    """Build and run the probe once; return its raw JSON as a dict (``bandwidth_only``:
+    no clock and no compute kernels, the read bandwidth alone)."""
     if not threads or any(t < 1 for t in threads):
         raise ValueError(f"thread counts must be positive, got {threads}")
     cmd = [str(build_probe()), "--threads", ",".join(str(t) for t in threads)]
     if quick:
         cmd.append("--quick")
+    if bandwidth_only:
+        cmd.append("--bandwidth-only")
     for flag, value in (("--bytes", buffer_bytes), ("--passes", passes), ("--seconds", seconds)):
         if value is not None:
             cmd += [flag, str(value)]
@@ -201,6 +205,25 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
         "clean_passes": clean,
         "probe": raw,
     }
+
+
+IN_RUN_BYTES = 1 << 30  # a bandwidth read in a benchmark's round: larger than any cache
+IN_RUN_PASSES = 3
+
+
+def read_bandwidth(threads: int, *, quick: bool = False) -> float:
+    """This moment's read bandwidth at ``threads`` threads, GB/s: the probe's best of
+    ``IN_RUN_PASSES`` passes over ``IN_RUN_BYTES`` (``quick``: its small cache-sized
+    buffer, for smoke runs). ``bench run`` measures it in every round beside the
+    engines, because on a shared VM the bandwidth a second thread gets moves between
+    minutes (the Zen 4 here: 2-thread probes of 35.6, 58.2 and 36.7 GB/s in a row)."""
+    raw = run_probe([threads], quick=quick, bandwidth_only=True,
+                    buffer_bytes=None if quick else IN_RUN_BYTES,
+                    passes=None if quick else IN_RUN_PASSES)
+    (row,) = raw["bandwidth"]
+    if not row["verified"]:
+        raise ProbeError(f"bandwidth sum did not verify at {threads} threads")
+    return float(row["gbs"])
 
 
 def default_buffer_bytes() -> int:

@@ -45,8 +45,9 @@ about ``c-phase4``, judged per machine kind (``results.machine_kind``):
 * the second thread buys >= 1.7x in prefill at 128 tokens: the ratio of the
   1- and 2-thread medians (the paired per-round sign test printed beside);
 * decode at 2 threads within 15 % of the 2-thread bandwidth roofline: the
-  median <= 1.15 x (IR bytes per decode step / read bandwidth at 2 threads of
-  the newest clean probe record of this machine, ``bench/results.jsonl``);
+  median over the rounds of (time / floor) <= 1.15, a round's floor being the
+  IR bytes per decode step / the read bandwidth at 2 threads measured in that
+  round (see "Bandwidth" below);
 * decode no slower than before: the median <= 1.05 x the median of the
   latest earlier run's ``c-phase4`` decode at that thread count on the same
   machine kind, model and decode prompt. A *cross-run* comparison (different
@@ -63,9 +64,10 @@ run (``goals_issue17``):
   llama.cpp's (p <= ALPHA);
 * decode faster than ``llama-bf16`` (llama.cpp on the BF16 GGUF of the same
   weights): the sign test of c-bf16's rounds against llama.cpp's (p <= ALPHA);
-* decode at >= 85 % of the bandwidth roofline for its bytes: (c-bf16's IR
-  bytes per decode step / read bandwidth at that thread count of the newest
-  clean probe record of this machine) / the median >= 0.85;
+* decode at >= 85 % of the bandwidth roofline for its bytes: the median over
+  the rounds of (floor / time) >= 0.85, a round's floor being c-bf16's IR bytes
+  per decode step / the read bandwidth at that thread count measured in that
+  round;
 * prefill at 128 tokens no slower than the f32 mode (``c-phase4``): at least
   level, as issue 16's AVX2-only prefill goal: the sign test does not show
   c-phase4 faster *and* c-bf16's median is no higher.
@@ -78,9 +80,9 @@ thread count, printed after issue 17's and stored in every record of the run
 * decode >= 1.5x faster than ``llama-q8_0`` (llama.cpp on the Q8_0 GGUF of the
   same weights): the one-sided exact sign test over the paired rounds counts a
   round when 1.5 x c-int8's time is below llama.cpp's (p <= ALPHA);
-* decode at >= 80 % of its own bandwidth roofline: (c-int8's IR bytes per decode
-  step / read bandwidth at that thread count of the newest clean probe record
-  of this machine) / the median >= 0.80;
+* decode at >= 80 % of its own bandwidth roofline: the median over the rounds
+  of (floor / time) >= 0.80, a round's floor being c-int8's IR bytes per decode
+  step / the read bandwidth at that thread count measured in that round;
 * kernel-B prefill at 128 tokens >= 2x faster than ``llama-q8_0``: the sign
   test counts a round when 2 x ``c-int8-dot``'s prefill ms/token is below
   llama.cpp's (p <= ALPHA).
@@ -96,6 +98,19 @@ judged, with the reason. When the ``-tuned`` twins ran (``c-bf16-tuned``;
 machine's tuned schedules), issue 17's and 18's goals are judged on them as
 well, printed after the hand schedules' and stored as ``goals_issue17_tuned``
 and ``goals_issue18_tuned`` (None when they did not run).
+
+Bandwidth: the roofline goals divide bytes by a read bandwidth, and on the
+shared VMs here the bandwidth a second thread gets moves from minute to
+minute (the AMD EPYC Zen 4, session 22: three 2-thread probes in a row read
+35.6, 58.2 and 36.7 GB/s; one process's 2-thread bf16 decode took 20.4 ms a
+step, another's a few minutes later 31.5). A probe record from another hour
+is then a cross-run comparison. So each round also runs a ``bandwidth`` slot
+per thread count, rotated with the engines: ``bench.probe.read_bandwidth``,
+the probe's best of 3 passes over 1 GiB (its 64 MiB buffer in a smoke run),
+and each roofline goal pairs every round's decode with that round's
+bandwidth. The newest clean probe record is kept beside (``probe_record_gbs``)
+and used only when the run read none (``--no-bandwidth``, or a probe failed).
+Records store the rounds' reads (``bandwidth_in_run_gbs``).
 """
 
 from __future__ import annotations
@@ -127,6 +142,7 @@ from bench.engines import (
     prefill_flops,
     prompt_ids,
 )
+from bench.probe import read_bandwidth
 
 ALPHA = 0.05  # sign-test level for a verdict
 WARMUP_TOKENS = 4
@@ -185,6 +201,7 @@ class Settings:
     results_path: Path
     record: bool
     compile_budget: float = DEFAULT_COMPILE_BUDGET
+    bandwidth: bool = True  # read the memory bandwidth in every round (the rooflines')
 
     @property
     def metrics(self) -> list[str]:
@@ -203,6 +220,7 @@ class Settings:
             "decode_tokens": self.decode_tokens,
             "smoke": self.smoke,
             "compile_budget_seconds": self.compile_budget,
+            "bandwidth_in_run": self.bandwidth,
         }
 
 
@@ -257,6 +275,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         results_path=Path(args.results),
         record=not args.no_record,
         compile_budget=float(args.compile_budget),
+        bandwidth=not getattr(args, "no_bandwidth", False),
     )
 
 
@@ -418,11 +437,24 @@ def _rotated(items: list[Any], by: int) -> list[Any]:
     return items[k:] + items[:k]
 
 
+BANDWIDTH = "bandwidth"  # the slot that reads this moment's memory bandwidth (no engine)
+
+
 def measure(built: list[Built], settings: Settings, threads: Threads,
-            prompt: list[int]) -> dict[tuple[str, int], Slot]:
-    """The warm-up round, then ``settings.rounds`` rotated rounds; per-slot values."""
+            prompt: list[int], bandwidth: dict[int, list[float]] | None = None
+            ) -> dict[tuple[str, int], Slot]:
+    """The warm-up round, then ``settings.rounds`` rotated rounds; per-slot values.
+
+    ``bandwidth`` (a dict to fill, or None: not measured): a ``BANDWIDTH`` slot per
+    thread count joins the rotation and appends each round's read bandwidth in
+    GB/s (``bench.probe.read_bandwidth``) under its thread count, so every
+    round's roofline is the bandwidth of its own minutes; a probe that fails
+    drops the in-run bandwidth (the goals then use the probe record)."""
     by_name = {b.name: b for b in built}
     slots = [Slot(b.name, t) for t in settings.threads for b in built]
+    if bandwidth is not None:
+        slots += [Slot(BANDWIDTH, t) for t in settings.threads]
+        bandwidth.update({t: [] for t in settings.threads})
     failed: set[str] = set()
     print(f"warm-up round (untimed, {min(settings.threads)} thread"
           f"{'s' if min(settings.threads) > 1 else ''})", flush=True)
@@ -435,14 +467,23 @@ def measure(built: list[Built], settings: Settings, threads: Threads,
         for slot in _rotated(slots, r):
             if slot.engine in failed:
                 continue
+            if slot.engine == BANDWIDTH:
+                assert bandwidth is not None
+                _guarded(BANDWIDTH, failed, lambda s=slot: bandwidth[s.threads].append(
+                    read_bandwidth(s.threads, quick=settings.smoke)))
+                continue
             with threads.limit(slot.threads):
                 _guarded(slot.engine, failed, lambda s=slot: run_slot(
                     by_name[s.engine].model, s, prompt, settings, settings.decode_tokens))
         load = os.getloadavg()[0]
         print(f"round {r + 1}/{settings.rounds}: {time.perf_counter() - start:6.1f} s"
               f"  (load {load:.2f})", flush=True)
+    if bandwidth is not None and (BANDWIDTH in failed or any(
+            len(v) != settings.rounds for v in bandwidth.values())):
+        bandwidth.clear()
     return {(s.engine, s.threads): s for s in slots
-            if s.engine not in failed and len(s.values.get(DECODE, ())) == settings.rounds}
+            if s.engine not in failed and s.engine != BANDWIDTH
+            and len(s.values.get(DECODE, ())) == settings.rounds}
 
 
 def _guarded(name: str, failed: set[str], action: Any) -> None:
@@ -637,6 +678,45 @@ def _second_thread(index: dict[tuple[str, int, str], dict[str, Any]]) -> dict[st
                                          GOAL_SECOND_THREAD).as_dict()}
 
 
+def _round_floors(bandwidth: dict[str, Any], threads: int, decode_bytes: int
+                  ) -> list[float] | None:
+    """Each round's decode floor in ms (``decode_bytes`` at that round's in-run
+    bandwidth), or None when the run measured no bandwidth at ``threads``."""
+    rounds = (bandwidth.get("rounds") or {}).get(str(threads))
+    if not rounds:
+        return None
+    return [1e3 * decode_bytes / (gbs * 1e9) for gbs in rounds]
+
+
+def _roofline_fractions(values: list[float], floors: list[float] | None,
+                        floor: float) -> tuple[float, list[float] | None]:
+    """The fraction of the roofline the goal judges: with in-run floors, the median
+    of each round's floor / that round's time (the rounds paired); else the probe
+    record's floor / the median time. Also the per-round fractions (or None)."""
+    if floors is None or len(floors) != len(values):
+        median = stats.summarize(values)["median"]
+        return (floor / median if median > 0 else 0.0), None
+    per_round = [f / v if v > 0 else 0.0 for f, v in zip(floors, values, strict=True)]
+    return stats.summarize(per_round)["median"], per_round
+
+
+def _bandwidth_facts(bandwidth: dict[str, Any], threads: int, decode_bytes: int,
+                     per_round: list[float] | None) -> dict[str, Any]:
+    """What a roofline goal records of the bandwidth it used."""
+    out: dict[str, Any] = {"bytes_per_step": decode_bytes,
+                           "bandwidth_gbs": float(bandwidth["gbs"][str(threads)]),
+                           "bandwidth_source": bandwidth.get("source", "probe record"),
+                           "probe_time": bandwidth.get("time")}
+    if per_round is not None:
+        out["bandwidth_rounds_gbs"] = list(bandwidth["rounds"][str(threads)])
+        out["fraction_per_round"] = per_round
+    record = bandwidth.get("record")
+    if record is not None and str(threads) in record.get("gbs", {}):
+        out["probe_record_gbs"] = float(record["gbs"][str(threads)])
+        out["probe_record_time"] = record.get("time")
+    return out
+
+
 def _decode_roofline(index: dict[tuple[str, int, str], dict[str, Any]],
                      decode_bytes: int | None, bandwidth: dict[str, Any] | None
                      ) -> dict[str, Any]:
@@ -645,15 +725,18 @@ def _decode_roofline(index: dict[tuple[str, int, str], dict[str, Any]],
     if m is None or decode_bytes is None:
         return _not_judged(f"no {REFERENCE_ENGINE} decode at {t} threads")
     if bandwidth is None or str(t) not in bandwidth.get("gbs", {}):
-        return _not_judged(f"no clean probe record of this machine at {t} threads "
-                           "(python -m bench probe --threads 1,2)")
+        return _not_judged(f"no bandwidth at {t} threads: none measured in the run and no "
+                           "clean probe record of this machine (python -m bench probe "
+                           "--threads 1,2)")
     gbs = float(bandwidth["gbs"][str(t)])
     floor = 1e3 * decode_bytes / (gbs * 1e9)
-    ratio = m["median"] / floor
+    fraction, per_round = _roofline_fractions(m["values"], _round_floors(bandwidth, t,
+                                                                        decode_bytes), floor)
+    ratio = 1 / fraction if fraction > 0 else float("inf")
     return {"met": ratio <= GOAL_DECODE_ROOFLINE, "limit": GOAL_DECODE_ROOFLINE,
             "median": m["median"], "floor_ms": floor, "over_floor": ratio,
-            "pct_roofline": 100 / ratio if ratio > 0 else 0.0, "bytes_per_step": decode_bytes,
-            "bandwidth_gbs": gbs, "probe_time": bandwidth.get("time")}
+            "pct_roofline": 100 * fraction,
+            **_bandwidth_facts(bandwidth, t, decode_bytes, per_round)}
 
 
 def previous_decode(history: list[dict[str, Any]], *, kind: str, model_id: str,
@@ -744,6 +827,40 @@ def probe_bandwidth(path: Path = results.RESULTS_PATH,
     return {"gbs": found["bandwidth_gbs"], "time": found["record"].get("time")}
 
 
+def roofline_bandwidth(in_run: dict[int, list[float]],
+                       record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The bandwidth the roofline goals use: the run's own per-round reads where it
+    made them (``"gbs"`` their medians, ``"rounds"`` per thread count, the probe
+    record kept beside under ``"record"``), else the probe record's."""
+    if not in_run or not all(in_run.values()):
+        return None if record is None else {**record, "source": "probe record"}
+    return {"gbs": {str(t): stats.summarize(v)["median"] for t, v in in_run.items()},
+            "rounds": {str(t): list(v) for t, v in in_run.items()},
+            "source": "in-run", "time": None, "record": record}
+
+
+def _bandwidth_text(g: dict[str, Any]) -> str:
+    """Where a roofline goal's bandwidth came from, for its line."""
+    if g.get("bandwidth_source") == "in-run":
+        rounds = g.get("bandwidth_rounds_gbs") or []
+        text = (f"in-run bandwidth, median {g['bandwidth_gbs']:.1f} GB/s "
+                f"[{min(rounds):.1f}-{max(rounds):.1f}] over {len(rounds)} rounds")
+        if "probe_record_gbs" in g:
+            text += f"; the probe record's {g['probe_record_gbs']:.1f} GB/s"
+        return text
+    return f"probe {g.get('probe_time')}"
+
+
+def _roofline_detail(g: dict[str, Any], fraction: float) -> str:
+    """A roofline goal's numbers: the median time, the floor, where its bandwidth
+    came from and the fraction judged (per round with in-run bandwidth)."""
+    judged = ("median of the rounds' floor / time" if g.get("fraction_per_round") is not None
+              else "floor / median")
+    return (f"{g['median']:.2f} ms/token vs floor {g['floor_ms']:.2f} = "
+            f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, "
+            f"{_bandwidth_text(g)}; {judged}: {100 * fraction:.0f}%")
+
+
 def _met(g: dict[str, Any]) -> str:
     if g["met"] is None:
         return f"not judged: {g['reason']}"
@@ -779,9 +896,8 @@ def format_goals(goals: dict[str, Any]) -> str:
     line = (f"  decode at {GOAL_DECODE_THREADS} thr within "
             f"{100 * (GOAL_DECODE_ROOFLINE - 1):.0f}% of the bandwidth roofline: {_met(g)}")
     if g["met"] is not None:
-        line += (f" ({g['median']:.1f} ms/token vs floor {g['floor_ms']:.1f} = "
-                 f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, probe "
-                 f"{g['probe_time']}: {g['over_floor']:.2f}x, {g['pct_roofline']:.0f}%)")
+        line += (f" ({_roofline_detail(g, g['pct_roofline'] / 100)}, "
+                 f"{g['over_floor']:.2f}x the floor)")
     lines.append(line)
     for t, g in goals["decode_no_slower"].items():
         line = f"  decode no slower than before, {t} thr (CROSS-RUN comparison): {_met(g)}"
@@ -826,15 +942,16 @@ def _bf16_roofline(index: dict[tuple[str, int, str], dict[str, Any]], threads: i
     if m is None or decode_bytes is None:
         return _missing(((engine, None),), "decode", threads)
     if bandwidth is None or str(threads) not in bandwidth.get("gbs", {}):
-        return _not_judged(f"no clean probe record of this machine at {threads} "
-                           f"thread{'s' * (threads != 1)} (python -m bench probe)")
+        return _not_judged(f"no bandwidth at {threads} thread{'s' * (threads != 1)}: none "
+                           "measured in the run and no clean probe record of this machine "
+                           "(python -m bench probe)")
     gbs = float(bandwidth["gbs"][str(threads)])
     floor = 1e3 * decode_bytes / (gbs * 1e9)
-    fraction = floor / m["median"] if m["median"] > 0 else 0.0
+    fraction, per_round = _roofline_fractions(m["values"], _round_floors(
+        bandwidth, threads, decode_bytes), floor)
     return {"met": fraction >= limit, "limit": limit,
             "median": m["median"], "floor_ms": floor, "fraction_of_roofline": fraction,
-            "bytes_per_step": decode_bytes, "bandwidth_gbs": gbs,
-            "probe_time": bandwidth.get("time")}
+            **_bandwidth_facts(bandwidth, threads, decode_bytes, per_round)}
 
 
 def _bf16_prefill_level(index: dict[tuple[str, int, str], dict[str, Any]],
@@ -896,9 +1013,7 @@ def _goal17_detail(key: str, g: dict[str, Any], engine: str = BF16_ENGINE) -> st
                 f"{g['peer']}/{engine} {g['peer_over_bf16']:.2f}x; {beyond} in "
                 f"{_p(test)}")
     if key == "decode_roofline":
-        return (f"{g['median']:.2f} ms/token vs floor {g['floor_ms']:.2f} = "
-                f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, probe "
-                f"{g['probe_time']}: {100 * g['fraction_of_roofline']:.0f}%")
+        return _roofline_detail(g, g["fraction_of_roofline"])
     return (f"medians {g['median']:.2f} vs {g['f32_median']:.2f} ms/token: "
             f"{engine}/{REFERENCE_ENGINE} {g['bf16_over_f32']:.2f}x; {REFERENCE_ENGINE} "
             f"faster in {_p(g['f32_faster'])}")
@@ -1001,9 +1116,7 @@ def _goal18_detail(key: str, g: dict[str, Any], engines: tuple[str, str] = (
         return (f"medians {g['median']:.2f} vs {g['peer_median']:.2f} ms/token: "
                 f"{g['peer']}/{engine} {g['peer_over_int8']:.2f}x; {g['factor']:g}x "
                 f"faster in {_p(g['sign_test'])}")
-    return (f"{g['median']:.2f} ms/token vs floor {g['floor_ms']:.2f} = "
-            f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, probe "
-            f"{g['probe_time']}: {100 * g['fraction_of_roofline']:.0f}%")
+    return _roofline_detail(g, g["fraction_of_roofline"])
 
 
 def format_goals_issue18(goals: dict[str, Any]) -> str:
@@ -1133,6 +1246,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", default=str(results.RESULTS_PATH),
                         help="results file to append to (default: %(default)s)")
     parser.add_argument("--no-record", action="store_true", help="print only, append nothing")
+    parser.add_argument("--no-bandwidth", action="store_true",
+                        help="do not read the memory bandwidth in each round (the roofline "
+                        "goals then use the newest clean probe record)")
     parser.add_argument("--compile-budget", type=float, default=DEFAULT_COMPILE_BUDGET,
                         help="seconds torch-compile may spend compiling for each thread "
                         "count (its build-time warm-up) before it is skipped (default: "
@@ -1165,7 +1281,9 @@ def run_command(args: argparse.Namespace) -> int:
         if not built:
             raise BenchError("no engine could be built")
         prompt = prompt_ids(shared.config, settings.prompt_tokens[-1])
-        slots = measure(built, settings, threads, prompt)
+        in_run: dict[int, list[float]] = {}
+        slots = measure(built, settings, threads, prompt,
+                        bandwidth=in_run if settings.bandwidth else None)
     if not slots:
         raise BenchError("every engine failed while running")
     built = [b for b in built if any(e == b.name for e, _ in slots)]
@@ -1181,7 +1299,8 @@ def run_command(args: argparse.Namespace) -> int:
         measurements, kind=kind, threads=settings.threads,
         decode_bytes=next((b.work.decode_bytes(settings.prompt_tokens[0]) for b in built
                            if b.name == REFERENCE_ENGINE), None),
-        bandwidth=probe_bandwidth(),
+        bandwidth=roofline_bandwidth({t: v for t, v in in_run.items()
+                                      if t == GOAL_DECODE_THREADS}, probe_bandwidth()),
         previous=previous_decode(history, kind=kind, model_id=model["id"],
                                  decode_prompt=settings.prompt_tokens[0]),
         machine_id=facts["id"])
@@ -1191,7 +1310,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     ran = {m["engine"] for m in measurements}
     tokens = {e: s.tokens for (e, t), s in slots.items() if t == min(settings.threads)}
-    bandwidth = probe_bandwidth(threads=settings.threads)
+    bandwidth = roofline_bandwidth(in_run, probe_bandwidth(threads=settings.threads))
     goals17 = evaluate_goals_issue17(measurements, threads=settings.threads,
                                      decode_bytes=decode_bytes(BF16_ENGINE), bandwidth=bandwidth)
     goals18 = evaluate_goals_issue18(measurements, threads=settings.threads,
@@ -1211,6 +1330,10 @@ def run_command(args: argparse.Namespace) -> int:
           f"({os.cpu_count()} CPUs); BLAS threads "
           f"{'set by threadpoolctl' if threads.controlled else 'NOT controlled'}")
     print(format_weights_mapped(mapped))
+    if in_run:
+        print("read bandwidth in the run (GB/s, per round): " + "; ".join(
+            f"{t} thr " + " ".join(f"{v:.1f}" for v in values)
+            for t, values in in_run.items()))
     print(format_goals(goals))
     print(format_goals_issue17(goals17))
     if goals17_tuned is not None:
@@ -1223,6 +1346,7 @@ def run_command(args: argparse.Namespace) -> int:
                    "settings": settings.as_dict(), "agreement": agree,
                    "loadavg_start": load_start, "loadavg_end": load_end,
                    "blas_threads_controlled": threads.controlled, "weights_mapped": mapped,
+                   "bandwidth_in_run_gbs": {str(t): v for t, v in in_run.items()},
                    "goals_issue16": goals,
                    "goals_issue17": goals17, "goals_issue18": goals18,
                    "goals_issue17_tuned": goals17_tuned, "goals_issue18_tuned": goals18_tuned}

@@ -86,6 +86,12 @@ def test_smoke_records_one_per_engine_thread_metric(smoke: tuple[Path, str]) -> 
         assert goals["second_thread"]["met"] is None  # smoke prompts: no 128-token prefill
         mapped = record["payload"]["weights_mapped"]  # the tiny model's files: under 2 MiB
         assert all(p.endswith((".safetensors", ".gguf")) for p in mapped)
+        in_run = record["payload"]["bandwidth_in_run_gbs"]  # a read per round and count
+        assert sorted(in_run) == ["1", "2"]
+        assert all(len(v) == 2 and min(v) > 0 for v in in_run.values())
+        roofline = goals["decode_roofline"]
+        assert roofline["bandwidth_source"] == "in-run"
+        assert roofline["bandwidth_rounds_gbs"] == in_run["2"]
         goals17 = record["payload"]["goals_issue17"]
         assert goals17["engine"] == "c-bf16"
         assert goals17["prefill_vs_f32"]["1"]["met"] is None  # no 128-token prefill either
@@ -171,6 +177,7 @@ def test_smoke_prints_times_work_and_verdicts(smoke: tuple[Path, str]) -> None:
     assert f"sign tests vs {REFERENCE_ENGINE}" in out
     assert "load average:" in out
     assert "\nweights mapped in 2 MiB pages: " in out
+    assert "\nread bandwidth in the run (GB/s, per round): 1 thr " in out
     assert "issue 16 goals, machine kind" in out
     assert "issue 17 goals (c-bf16;" in out
     assert "issue 18 goals (c-int8, int8 kernel A, and c-int8-dot, kernel B;" in out

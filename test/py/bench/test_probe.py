@@ -67,6 +67,21 @@ def test_quick_probe_json_is_complete(quick_machine):
     assert json.loads(json.dumps(quick_machine)) == quick_machine
 
 
+def test_bandwidth_only_probe_reads_and_skips_the_rest():
+    raw = probe.run_probe([2], quick=True, bandwidth_only=True)
+    assert raw["bandwidth_only"] is True
+    assert raw["kernels"] == []  # no compute kernel timed
+    assert raw["ghz_cpu"] == 0  # nor the clock
+    (row,) = raw["bandwidth"]
+    assert row["threads"] == 2 and row["verified"] and row["gbs"] > 0
+    gbs = probe.read_bandwidth(1, quick=True)
+    assert 0.5 < gbs < 2000  # a read ran: GB/s of memory or cache, not 0 and not absurd
+
+
+def test_quick_probe_is_not_bandwidth_only(quick_machine):
+    assert quick_machine["probe"]["bandwidth_only"] is False
+
+
 def test_clock_and_bandwidth_plausible(quick_machine):
     assert 0.5 < quick_machine["ghz"] < 7.0
     for threads, gbs in quick_machine["bandwidth_gbs"].items():
