@@ -45,9 +45,8 @@ about ``c-phase4``, judged per machine kind (``results.machine_kind``):
 * the second thread buys >= 1.7x in prefill at 128 tokens: the ratio of the
   1- and 2-thread medians (the paired per-round sign test printed beside);
 * decode at 2 threads within 15 % of the 2-thread bandwidth roofline: the
-  median over the rounds of (time / floor) <= 1.15, a round's floor being the
-  IR bytes per decode step / the read bandwidth at 2 threads measured in that
-  round (see "Bandwidth" below);
+  median <= 1.15 x (IR bytes per decode step / the read bandwidth at 2
+  threads, the best read of the run: see "Bandwidth" below);
 * decode no slower than before: the median <= 1.05 x the median of the
   latest earlier run's ``c-phase4`` decode at that thread count on the same
   machine kind, model and decode prompt. A *cross-run* comparison (different
@@ -64,10 +63,9 @@ run (``goals_issue17``):
   llama.cpp's (p <= ALPHA);
 * decode faster than ``llama-bf16`` (llama.cpp on the BF16 GGUF of the same
   weights): the sign test of c-bf16's rounds against llama.cpp's (p <= ALPHA);
-* decode at >= 85 % of the bandwidth roofline for its bytes: the median over
-  the rounds of (floor / time) >= 0.85, a round's floor being c-bf16's IR bytes
-  per decode step / the read bandwidth at that thread count measured in that
-  round;
+* decode at >= 85 % of the bandwidth roofline for its bytes: (c-bf16's IR
+  bytes per decode step / the read bandwidth at that thread count, the best
+  read of the run) / the median >= 0.85;
 * prefill at 128 tokens no slower than the f32 mode (``c-phase4``): at least
   level, as issue 16's AVX2-only prefill goal: the sign test does not show
   c-phase4 faster *and* c-bf16's median is no higher.
@@ -80,9 +78,9 @@ thread count, printed after issue 17's and stored in every record of the run
 * decode >= 1.5x faster than ``llama-q8_0`` (llama.cpp on the Q8_0 GGUF of the
   same weights): the one-sided exact sign test over the paired rounds counts a
   round when 1.5 x c-int8's time is below llama.cpp's (p <= ALPHA);
-* decode at >= 80 % of its own bandwidth roofline: the median over the rounds
-  of (floor / time) >= 0.80, a round's floor being c-int8's IR bytes per decode
-  step / the read bandwidth at that thread count measured in that round;
+* decode at >= 80 % of its own bandwidth roofline: (c-int8's IR bytes per
+  decode step / the read bandwidth at that thread count, the best read of the
+  run) / the median >= 0.80;
 * kernel-B prefill at 128 tokens >= 2x faster than ``llama-q8_0``: the sign
   test counts a round when 2 x ``c-int8-dot``'s prefill ms/token is below
   llama.cpp's (p <= ALPHA).
@@ -99,18 +97,24 @@ machine's tuned schedules), issue 17's and 18's goals are judged on them as
 well, printed after the hand schedules' and stored as ``goals_issue17_tuned``
 and ``goals_issue18_tuned`` (None when they did not run).
 
-Bandwidth: the roofline goals divide bytes by a read bandwidth, and on the
-shared VMs here the bandwidth a second thread gets moves from minute to
-minute (the AMD EPYC Zen 4, session 22: three 2-thread probes in a row read
-35.6, 58.2 and 36.7 GB/s; one process's 2-thread bf16 decode took 20.4 ms a
-step, another's a few minutes later 31.5). A probe record from another hour
-is then a cross-run comparison. So each round also runs a ``bandwidth`` slot
-per thread count, rotated with the engines: ``bench.probe.read_bandwidth``,
-the probe's best of 3 passes over 1 GiB (its 64 MiB buffer in a smoke run),
-and each roofline goal pairs every round's decode with that round's
-bandwidth. The newest clean probe record is kept beside (``probe_record_gbs``)
-and used only when the run read none (``--no-bandwidth``, or a probe failed).
-Records store the rounds' reads (``bandwidth_in_run_gbs``).
+Bandwidth: the roofline goals divide bytes by a read bandwidth, until
+session 22 the newest clean probe record's: a figure from another hour. On
+the shared VMs here the bandwidth a second thread gets is not one number: on
+the AMD EPYC Zen 4 (session 22) 50 reads at 2 threads in 28 s went 35-37,
+then 46-57, then 36 GB/s again, flipping within seconds (1 thread: 31-34).
+So each round runs a ``bandwidth`` slot per thread count, rotated with the
+engines (``bench.probe.read_bandwidth`` once this process's other threads
+sleep: the probe binary with ``--bandwidth-only``, best of 3 passes over
+1 GiB, ~0.5 s; its 64 MiB buffer in a smoke run), and a roofline goal uses
+the **best** read of the run at its thread count: the probe's own definition
+(best of its passes), made in the same run. Pairing each round's decode with
+that round's read was tried and dropped: the flips are faster than a round
+(a round's decode ran faster than its own read allowed, 1.26x, and two
+rounds read 62-64 GB/s while their decodes were no faster than the others').
+The lines give the reads' median and least beside the best and the newest
+clean probe record's figure; the reads are printed ("read bandwidth in the
+run") and stored (``bandwidth_in_run_gbs``); ``--no-bandwidth`` skips them,
+and a failing probe drops them (the probe record is used then).
 """
 
 from __future__ import annotations
@@ -142,6 +146,7 @@ from bench.engines import (
     prefill_flops,
     prompt_ids,
 )
+from bench.idle import wait_for_idle_threads
 from bench.probe import read_bandwidth
 
 ALPHA = 0.05  # sign-test level for a verdict
@@ -447,9 +452,10 @@ def measure(built: list[Built], settings: Settings, threads: Threads,
 
     ``bandwidth`` (a dict to fill, or None: not measured): a ``BANDWIDTH`` slot per
     thread count joins the rotation and appends each round's read bandwidth in
-    GB/s (``bench.probe.read_bandwidth``) under its thread count, so every
-    round's roofline is the bandwidth of its own minutes; a probe that fails
-    drops the in-run bandwidth (the goals then use the probe record)."""
+    GB/s (``bench.probe.read_bandwidth``, once this process's other threads
+    sleep) under its thread count: the rooflines' bandwidth measured in the
+    run itself; a probe that fails drops it (the goals then use the probe
+    record)."""
     by_name = {b.name: b for b in built}
     slots = [Slot(b.name, t) for t in settings.threads for b in built]
     if bandwidth is not None:
@@ -469,6 +475,7 @@ def measure(built: list[Built], settings: Settings, threads: Threads,
                 continue
             if slot.engine == BANDWIDTH:
                 assert bandwidth is not None
+                wait_for_idle_threads()  # no engine's pool still spinning beside the read
                 _guarded(BANDWIDTH, failed, lambda s=slot: bandwidth[s.threads].append(
                     read_bandwidth(s.threads, quick=settings.smoke)))
                 continue
@@ -678,38 +685,16 @@ def _second_thread(index: dict[tuple[str, int, str], dict[str, Any]]) -> dict[st
                                          GOAL_SECOND_THREAD).as_dict()}
 
 
-def _round_floors(bandwidth: dict[str, Any], threads: int, decode_bytes: int
-                  ) -> list[float] | None:
-    """Each round's decode floor in ms (``decode_bytes`` at that round's in-run
-    bandwidth), or None when the run measured no bandwidth at ``threads``."""
-    rounds = (bandwidth.get("rounds") or {}).get(str(threads))
-    if not rounds:
-        return None
-    return [1e3 * decode_bytes / (gbs * 1e9) for gbs in rounds]
-
-
-def _roofline_fractions(values: list[float], floors: list[float] | None,
-                        floor: float) -> tuple[float, list[float] | None]:
-    """The fraction of the roofline the goal judges: with in-run floors, the median
-    of each round's floor / that round's time (the rounds paired); else the probe
-    record's floor / the median time. Also the per-round fractions (or None)."""
-    if floors is None or len(floors) != len(values):
-        median = stats.summarize(values)["median"]
-        return (floor / median if median > 0 else 0.0), None
-    per_round = [f / v if v > 0 else 0.0 for f, v in zip(floors, values, strict=True)]
-    return stats.summarize(per_round)["median"], per_round
-
-
-def _bandwidth_facts(bandwidth: dict[str, Any], threads: int, decode_bytes: int,
-                     per_round: list[float] | None) -> dict[str, Any]:
+def _bandwidth_facts(bandwidth: dict[str, Any], threads: int, decode_bytes: int
+                     ) -> dict[str, Any]:
     """What a roofline goal records of the bandwidth it used."""
     out: dict[str, Any] = {"bytes_per_step": decode_bytes,
                            "bandwidth_gbs": float(bandwidth["gbs"][str(threads)]),
                            "bandwidth_source": bandwidth.get("source", "probe record"),
                            "probe_time": bandwidth.get("time")}
-    if per_round is not None:
-        out["bandwidth_rounds_gbs"] = list(bandwidth["rounds"][str(threads)])
-        out["fraction_per_round"] = per_round
+    reads = (bandwidth.get("rounds") or {}).get(str(threads))
+    if reads:
+        out["bandwidth_rounds_gbs"] = list(reads)
     record = bandwidth.get("record")
     if record is not None and str(threads) in record.get("gbs", {}):
         out["probe_record_gbs"] = float(record["gbs"][str(threads)])
@@ -730,13 +715,11 @@ def _decode_roofline(index: dict[tuple[str, int, str], dict[str, Any]],
                            "--threads 1,2)")
     gbs = float(bandwidth["gbs"][str(t)])
     floor = 1e3 * decode_bytes / (gbs * 1e9)
-    fraction, per_round = _roofline_fractions(m["values"], _round_floors(bandwidth, t,
-                                                                        decode_bytes), floor)
-    ratio = 1 / fraction if fraction > 0 else float("inf")
+    ratio = m["median"] / floor
     return {"met": ratio <= GOAL_DECODE_ROOFLINE, "limit": GOAL_DECODE_ROOFLINE,
             "median": m["median"], "floor_ms": floor, "over_floor": ratio,
-            "pct_roofline": 100 * fraction,
-            **_bandwidth_facts(bandwidth, t, decode_bytes, per_round)}
+            "pct_roofline": 100 / ratio if ratio > 0 else 0.0,
+            **_bandwidth_facts(bandwidth, t, decode_bytes)}
 
 
 def previous_decode(history: list[dict[str, Any]], *, kind: str, model_id: str,
@@ -829,12 +812,13 @@ def probe_bandwidth(path: Path = results.RESULTS_PATH,
 
 def roofline_bandwidth(in_run: dict[int, list[float]],
                        record: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The bandwidth the roofline goals use: the run's own per-round reads where it
-    made them (``"gbs"`` their medians, ``"rounds"`` per thread count, the probe
-    record kept beside under ``"record"``), else the probe record's."""
+    """The bandwidth the roofline goals use: where the run read its own, the best
+    read per thread count (``"gbs"``; the probe's definition, best of its
+    passes, made in this run), all the reads under ``"rounds"`` and the probe
+    record kept beside under ``"record"``; else the probe record's."""
     if not in_run or not all(in_run.values()):
         return None if record is None else {**record, "source": "probe record"}
-    return {"gbs": {str(t): stats.summarize(v)["median"] for t, v in in_run.items()},
+    return {"gbs": {str(t): max(v) for t, v in in_run.items()},
             "rounds": {str(t): list(v) for t, v in in_run.items()},
             "source": "in-run", "time": None, "record": record}
 
@@ -842,9 +826,9 @@ def roofline_bandwidth(in_run: dict[int, list[float]],
 def _bandwidth_text(g: dict[str, Any]) -> str:
     """Where a roofline goal's bandwidth came from, for its line."""
     if g.get("bandwidth_source") == "in-run":
-        rounds = g.get("bandwidth_rounds_gbs") or []
-        text = (f"in-run bandwidth, median {g['bandwidth_gbs']:.1f} GB/s "
-                f"[{min(rounds):.1f}-{max(rounds):.1f}] over {len(rounds)} rounds")
+        reads = g.get("bandwidth_rounds_gbs") or []
+        text = (f"the best of the run's {len(reads)} reads "
+                f"(median {stats.summarize(reads)['median']:.1f}, least {min(reads):.1f})")
         if "probe_record_gbs" in g:
             text += f"; the probe record's {g['probe_record_gbs']:.1f} GB/s"
         return text
@@ -853,12 +837,10 @@ def _bandwidth_text(g: dict[str, Any]) -> str:
 
 def _roofline_detail(g: dict[str, Any], fraction: float) -> str:
     """A roofline goal's numbers: the median time, the floor, where its bandwidth
-    came from and the fraction judged (per round with in-run bandwidth)."""
-    judged = ("median of the rounds' floor / time" if g.get("fraction_per_round") is not None
-              else "floor / median")
+    came from, and the fraction of the roofline (floor / median time)."""
     return (f"{g['median']:.2f} ms/token vs floor {g['floor_ms']:.2f} = "
             f"{g['bytes_per_step'] / 1e9:.3f} GB / {g['bandwidth_gbs']:.1f} GB/s, "
-            f"{_bandwidth_text(g)}; {judged}: {100 * fraction:.0f}%")
+            f"{_bandwidth_text(g)}: {100 * fraction:.0f}%")
 
 
 def _met(g: dict[str, Any]) -> str:
@@ -947,11 +929,10 @@ def _bf16_roofline(index: dict[tuple[str, int, str], dict[str, Any]], threads: i
                            "(python -m bench probe)")
     gbs = float(bandwidth["gbs"][str(threads)])
     floor = 1e3 * decode_bytes / (gbs * 1e9)
-    fraction, per_round = _roofline_fractions(m["values"], _round_floors(
-        bandwidth, threads, decode_bytes), floor)
+    fraction = floor / m["median"] if m["median"] > 0 else 0.0
     return {"met": fraction >= limit, "limit": limit,
             "median": m["median"], "floor_ms": floor, "fraction_of_roofline": fraction,
-            **_bandwidth_facts(bandwidth, threads, decode_bytes, per_round)}
+            **_bandwidth_facts(bandwidth, threads, decode_bytes)}
 
 
 def _bf16_prefill_level(index: dict[tuple[str, int, str], dict[str, Any]],

@@ -92,6 +92,7 @@ def test_smoke_records_one_per_engine_thread_metric(smoke: tuple[Path, str]) -> 
         roofline = goals["decode_roofline"]
         assert roofline["bandwidth_source"] == "in-run"
         assert roofline["bandwidth_rounds_gbs"] == in_run["2"]
+        assert roofline["bandwidth_gbs"] == max(in_run["2"])  # the run's best read
         goals17 = record["payload"]["goals_issue17"]
         assert goals17["engine"] == "c-bf16"
         assert goals17["prefill_vs_f32"]["1"]["met"] is None  # no 128-token prefill either
