@@ -21,6 +21,10 @@ then decode in turn from where the last one stopped (a cache's contents do not
 depend on the thread count), so "after 4,096" means after 4,096 to 4,096 plus
 the steps already taken.
 
+With tuned winners recorded, nanocompile runs a program per thread count,
+each with the winners of its count and generations of its own
+(``nanocompile_engines``); the hand schedules are one program for all.
+
 Reported per engine and thread count: the medians and minima of each length's
 steps, the ratio of the medians, the median of the paired ratios, and an exact
 sign test of ``long <= gate x short`` over the pairs (the gate is issue 19's
@@ -84,21 +88,37 @@ def _names(text: str, allowed: Sequence[str], option: str) -> list[str]:
 
 @dataclass
 class Engine:
-    """One engine of the run: how it starts a generation and sets its threads."""
+    """One engine of the run: how it starts a generation and sets its threads
+    (``threads``: the one thread count it runs at, None: every count)."""
 
     name: str
     start: Callable[[Sequence[int], int], Step]  # (prompt, capacity) -> its decode step
     set_threads: Callable[[int], None]
     details: dict[str, Any]
+    threads: int | None = None
 
 
-def nanocompile_engine(model_dir: Path, weights: str | None, capacity: int) -> Engine:
+def nanocompile_engine(model_dir: Path, weights: str | None, capacity: int,
+                       threads: int | None = None) -> Engine:
     """nanocompile's compiled engine in the ``weights`` format (``None``: the
-    snapshot's), through the API as generation uses it."""
+    snapshot's), through the API as generation uses it; ``threads``: loaded with
+    ``NANOCOMPILE_THREADS`` at that count, so the program carries the tuner's
+    winners recorded for it (as ``generate --threads N`` does), and run at it
+    only (None: the pool's default count's winners, at every count)."""
     from nanocompile.api import load
     from nanocompile.backend.tuning_records import default_threads
 
-    model = load(model_dir, weights=weights, context=capacity)
+    saved = os.environ.get("NANOCOMPILE_THREADS")
+    if threads is not None:
+        os.environ["NANOCOMPILE_THREADS"] = str(threads)
+    try:
+        model = load(model_dir, weights=weights, context=capacity)
+        winners_for = default_threads()
+    finally:
+        if saved is None:
+            os.environ.pop("NANOCOMPILE_THREADS", None)
+        else:
+            os.environ["NANOCOMPILE_THREADS"] = saved
     program = getattr(getattr(model.engine, "backend", None), "program", None)
     if program is None:
         raise BenchError("the model has no compiled program to time")
@@ -115,18 +135,24 @@ def nanocompile_engine(model_dir: Path, weights: str | None, capacity: int) -> E
     return Engine(f"{NANOCOMPILE}-{model.weights}", start, program.set_threads,
                   {"weights": model.weights,
                    "tuning": os.environ.get("NANOCOMPILE_TUNING", "default"),
-                   # one program for every thread count: the winners recorded for the
-                   # pool's default count (nanocompile tune --threads N), if any
+                   # the tuner's winners in the program: those recorded for
+                   # winners_for_threads (nanocompile tune --threads N), if any
                    "tuned_kernels": model.tuned_winners(),
-                   "winners_for_threads": default_threads()})
+                   "winners_for_threads": winners_for}, threads)
 
 
-def _note_winners(engine: Engine, threads: Sequence[int]) -> None:
-    """Say so when a tuned program runs at a thread count it was not tuned for."""
-    tuned, count = engine.details.get("tuned_kernels"), engine.details.get("winners_for_threads")
-    if tuned and any(t != count for t in threads):
-        print(f"note: {engine.name} runs the winners recorded for {count} thread(s) "
-              f"({tuned} kernels) at every thread count", file=sys.stderr)
+def nanocompile_engines(model_dir: Path, weights: str | None, capacity: int,
+                        threads: Sequence[int]) -> list[Engine]:
+    """One engine per thread count, each with the winners recorded for its count
+    (a tile that wins at 2 threads may lose at 1: ``bench run``'s ``-tuned``
+    engines do the same; until session 22 one program, the default count's
+    winners, ran at every count); a single engine for every count when no
+    program carries a winner (the hand schedules are one program at any count)."""
+    per = [nanocompile_engine(model_dir, weights, capacity, t) for t in threads]
+    if len(per) > 1 and not any(e.details["tuned_kernels"] for e in per):
+        first = per[0]
+        return [Engine(first.name, first.start, first.set_threads, first.details)]
+    return per
 
 
 def llama_engine(snapshot_dir: Path, name: str) -> Engine:
@@ -158,6 +184,16 @@ def llama_engine(snapshot_dir: Path, name: str) -> Engine:
     return Engine(name, start, set_threads,
                   {"gguf": str(path), "kv_cache": "f32" if f32_cache else "f16 (llama.cpp default)",
                    "llama_cpp_python": le.llama_cpp_version()})
+
+
+def _details(engines: list[Engine]) -> dict[str, Any]:
+    """An engine name's facts: its one engine's, or per thread count (``by_threads``)
+    with the facts they share, when it has a program per count."""
+    if len(engines) == 1:
+        return engines[0].details
+    shared = {k: v for k, v in engines[0].details.items()
+              if all(e.details.get(k) == v for e in engines)}
+    return {**shared, "by_threads": {str(e.threads): e.details for e in engines}}
 
 
 def paired_steps(gens: dict[str, tuple[Step, Step]], steps: int
@@ -230,30 +266,34 @@ def main(args: argparse.Namespace) -> int:
     engines: list[Engine] = []
     for name in names:
         if name == NANOCOMPILE:
-            engines += [nanocompile_engine(snapshot_dir, w, capacity) for w in formats]
+            engines += [e for w in formats
+                        for e in nanocompile_engines(snapshot_dir, w, capacity, threads)]
         else:
             engines.append(llama_engine(snapshot_dir, name))
     ids = prompt_ids(config, args.long)
     print(f"prefilling {args.short} and {args.long} tokens for {len(engines)} engine(s) at "
           f"{max(threads)} thread(s) ...", file=sys.stderr)
     saved = os.environ.get("NANOCOMPILE_THREADS")
+    names_run = list(dict.fromkeys(e.name for e in engines))
     result: dict[str, Any] = {
-        "engines": [e.name for e in engines], "short": args.short, "long": args.long,
-        "steps": args.steps, "details": {e.name: e.details for e in engines},
-        "by_engine": {e.name: {} for e in engines}}
+        "engines": names_run, "short": args.short, "long": args.long,
+        "steps": args.steps,
+        # per engine its facts; one with a program per thread count: per count too
+        "details": {n: _details([e for e in engines if e.name == n]) for n in names_run},
+        "by_engine": {n: {} for n in names_run}}
     try:
         for e in engines:
             e.set_threads(max(threads))
-            _note_winners(e, threads)
-        gens = {e.name: (e.start(ids[:args.short], capacity), e.start(ids, capacity))
+        gens = {id(e): (e.start(ids[:args.short], capacity), e.start(ids, capacity))
                 for e in engines}
         for t in threads:
-            for e in engines:
+            running = [e for e in engines if e.threads in (None, t)]
+            for e in running:
                 e.set_threads(t)
             print(f"{t} thread(s): {args.steps} pairs of decode steps per engine ...",
                   file=sys.stderr)
-            times = paired_steps(gens, args.steps)
-            for e in engines:
+            times = paired_steps({e.name: gens[id(e)] for e in running}, args.steps)
+            for e in running:
                 r = summarize(*times[e.name])
                 result["by_engine"][e.name][str(t)] = r
                 print(_line(e.name, t, args.short, args.long, r))

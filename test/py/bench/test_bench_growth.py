@@ -7,11 +7,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from bench import main
+from bench import growth, main
 from bench.growth import GATE, paired_steps, summarize
 from bench.llama_engine import NOT_INSTALLED
 
@@ -106,3 +107,53 @@ def test_bad_arguments_are_one_line(argv: list[str], message: str,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["growth", *argv, "--no-append"]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_each_thread_count_runs_its_own_winners(tiny_snapshot: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # programs with tuned winners: one per thread count, each run at its own count only
+    ran: list[tuple[int | None, int]] = []  # (the program's count, the count set when it ran)
+
+    def fake(model_dir: Path, weights: str | None, capacity: int,
+             threads: int | None = None) -> growth.Engine:
+        current = [0]
+
+        def start(ids: Sequence[int], size: int) -> Callable[[], None]:
+            return lambda: ran.append((threads, current[0]))
+
+        def set_threads(n: int) -> None:
+            current[0] = n
+        return growth.Engine("nanocompile-bf16", start, set_threads,
+                             {"weights": "bf16", "tuned_kernels": 3,
+                              "winners_for_threads": threads}, threads)
+
+    monkeypatch.setattr(growth, "nanocompile_engine", fake)
+    out = tmp_path / "results.jsonl"
+    assert main(["growth", "--model", str(tiny_snapshot), "--short", "3", "--long", "20",
+                 "--steps", "4", "--threads", "1,2", "--out", str(out)]) == 0
+    assert set(ran) == {(1, 1), (2, 2)}  # never a program at the other count
+    payload = json.loads(out.read_text())["payload"]
+    assert payload["engines"] == ["nanocompile-bf16"]
+    details = payload["details"]["nanocompile-bf16"]
+    assert details["weights"] == "bf16"
+    assert {t: d["winners_for_threads"] for t, d in details["by_threads"].items()} == {
+        "1": 1, "2": 2}
+    assert set(payload["by_engine"]["nanocompile-bf16"]) == {"1", "2"}
+
+
+def test_hand_schedules_are_one_program_for_every_count(tiny_snapshot: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    made: list[int | None] = []
+
+    def fake(model_dir: Path, weights: str | None, capacity: int,
+             threads: int | None = None) -> growth.Engine:
+        made.append(threads)
+        return growth.Engine("nanocompile-bf16", lambda ids, size: lambda: None,
+                             lambda n: None, {"tuned_kernels": 0}, threads)
+
+    monkeypatch.setattr(growth, "nanocompile_engine", fake)
+    engines = growth.nanocompile_engines(tiny_snapshot, "bf16", 64, [1, 2])
+    assert made == [1, 2]
+    assert len(engines) == 1
+    assert engines[0].threads is None  # runs at both counts
