@@ -468,27 +468,51 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
         if parallel is not None:
             candidates.append([parallel])
     else:
-        reductions = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
-                      and op.loop_name.data in ("k", ROW_MAX)]
-        pool = _pool_rows(kernel, nest, reductions)
-        if arch.vector and len(reductions) == 1 and reductions[0].lanes is not None:
-            # a row's sum (rms_norm): its lanes as vectors too
-            candidates.append([sched.Vectorize(last, lanes), sched.Vectorize("k", lanes), *pool])
-        if arch.vector and any(isinstance(op, loop.ForOp) and op.loop_name.data == STORED_TERMS
-                               for op in kernel.walk()):  # softmax: its exp loop too
-            if any(op.loop_name.data == ROW_MAX for op in reductions):  # its max and sum
-                candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(ROW_MAX, lanes),
-                                   sched.Vectorize(STORED_TERMS, lanes),
-                                   sched.Vectorize("k", lanes), *pool])
-                candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(ROW_MAX, lanes),
-                                   sched.Vectorize(STORED_TERMS, lanes), *pool])
-            candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(STORED_TERMS, lanes),
-                               *pool])
-        if arch.vector:
-            candidates.append([sched.Vectorize(last, lanes), *pool])
-        if pool:
-            candidates.append(pool)
+        candidates += _row_candidates(kernel, nest, arch)
     return candidates
+
+
+def _row_candidates(kernel: loop.KernelOp, nest: list[loop.ForOp], arch: Arch
+                    ) -> list[list[sched.Directive]]:
+    """Candidates for a kernel without a matmul (a row's sum or max, softmax, an
+    elementwise kernel), best first."""
+    last = nest[-1].loop_name.data
+    lanes = arch.f32_lanes
+    candidates: list[list[sched.Directive]] = []
+    reductions = [op for op in kernel.walk() if isinstance(op, loop.ForOp)
+                  and op.loop_name.data in ("k", ROW_MAX)]
+    pool = _pool_rows(kernel, nest, reductions)
+    if arch.vector and len(reductions) == 1 and reductions[0].lanes is not None:
+        # a row's sum (rms_norm): its lanes as vectors too
+        candidates.append([sched.Vectorize(last, lanes), sched.Vectorize("k", lanes), *pool])
+    if arch.vector and any(isinstance(op, loop.ForOp) and op.loop_name.data == STORED_TERMS
+                           for op in kernel.walk()):  # softmax: its exp loop too
+        if any(op.loop_name.data == ROW_MAX for op in reductions):  # its max and sum
+            candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(ROW_MAX, lanes),
+                               sched.Vectorize(STORED_TERMS, lanes),
+                               sched.Vectorize("k", lanes), *pool])
+            candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(ROW_MAX, lanes),
+                               sched.Vectorize(STORED_TERMS, lanes), *pool])
+        candidates.append([sched.Vectorize(last, lanes), sched.Vectorize(STORED_TERMS, lanes),
+                           *pool])
+    if (arch.vector and [op.loop_name.data for op in reductions] == [ROW_MAX]
+            and _short(nest[-1], lanes)):
+        # a lone row max under a result loop shorter than a vector (kernel B's
+        # per-block max |x|: 32 elements per block, one result each): the max's
+        # lanes, exact with its fallback (ROW_MAX), not the short result loop
+        candidates.append([sched.Vectorize(ROW_MAX, lanes), *pool])
+    if arch.vector:
+        candidates.append([sched.Vectorize(last, lanes), *pool])
+    if pool:
+        candidates.append(pool)
+    return candidates
+
+
+def _short(for_op: loop.ForOp, lanes: int) -> bool:
+    """The loop has a constant trip count below ``lanes`` (vectorized, it would be
+    all tail: every iteration scalar)."""
+    extent = _extent(for_op)
+    return extent is not None and extent < lanes
 
 
 def _projection(kernel: loop.KernelOp, arch: Arch) -> tuple[list[loop.ForOp], int] | None:
