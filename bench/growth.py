@@ -147,12 +147,22 @@ def nanocompile_engines(model_dir: Path, weights: str | None, capacity: int,
     (a tile that wins at 2 threads may lose at 1: ``bench run``'s ``-tuned``
     engines do the same; until session 22 one program, the default count's
     winners, ran at every count); a single engine for every count when no
-    program carries a winner (the hand schedules are one program at any count)."""
+    program carries a winner (the hand schedules are one program at any count),
+    loaded once when no count has winners recorded on this machine."""
+    if len(threads) > 1 and not any(_recorded_winners(t) for t in threads):
+        return [nanocompile_engine(model_dir, weights, capacity)]
     per = [nanocompile_engine(model_dir, weights, capacity, t) for t in threads]
     if len(per) > 1 and not any(e.details["tuned_kernels"] for e in per):
         first = per[0]
         return [Engine(first.name, first.start, first.set_threads, first.details)]
     return per
+
+
+def _recorded_winners(threads: int) -> bool:
+    """This machine's tuning records hold a winner at ``threads`` (of any kernel)."""
+    from nanocompile.backend.tuning_records import tuning_path, winners
+
+    return bool(winners(tuning_path(), threads))
 
 
 def llama_engine(snapshot_dir: Path, name: str) -> Engine:

@@ -128,6 +128,7 @@ def test_each_thread_count_runs_its_own_winners(tiny_snapshot: Path, tmp_path: P
                               "winners_for_threads": threads}, threads)
 
     monkeypatch.setattr(growth, "nanocompile_engine", fake)
+    monkeypatch.setattr(growth, "_recorded_winners", lambda t: True)
     out = tmp_path / "results.jsonl"
     assert main(["growth", "--model", str(tiny_snapshot), "--short", "3", "--long", "20",
                  "--steps", "4", "--threads", "1,2", "--out", str(out)]) == 0
@@ -153,7 +154,14 @@ def test_hand_schedules_are_one_program_for_every_count(tiny_snapshot: Path,
                              lambda n: None, {"tuned_kernels": 0}, threads)
 
     monkeypatch.setattr(growth, "nanocompile_engine", fake)
+    monkeypatch.setattr(growth, "_recorded_winners", lambda t: True)  # of other kernels
     engines = growth.nanocompile_engines(tiny_snapshot, "bf16", 64, [1, 2])
     assert made == [1, 2]
     assert len(engines) == 1
     assert engines[0].threads is None  # runs at both counts
+    # no winner recorded at any count: loaded once, not once per count
+    made.clear()
+    monkeypatch.setattr(growth, "_recorded_winners", lambda t: False)
+    (once,) = growth.nanocompile_engines(tiny_snapshot, "bf16", 64, [1, 2])
+    assert made == [None]
+    assert once.threads is None
