@@ -13,6 +13,16 @@ truncates and subtracts one where that rounded up (the clamped ``t`` lies in
 [-150, 129]; gcc would call ``floorf``): the same integer either way. The
 integer steps (truncation of the integral ``n``, the arithmetic shift, the
 exponent bits) are exact in every form.
+
+The AVX-512F form scales by ``_mm512_scalef_ps(y, n)`` (``y * 2^n`` rounded
+once) instead: the same bits, because the two-step product rounds once too.
+``y`` lies in [0.7, 1.5) and ``n1, n2 >= -75``, so ``y * 2^n1`` is a normal
+float, exact; only the second multiply rounds, and it rounds the exact
+``y * 2^n`` (to a subnormal, zero or infinity alike, round to nearest even,
+as ``vscalefps`` does with the MXCSR's default). One instruction for nine:
+the exp 1.18x faster in a loop on the Zen 4 (6.36 -> 5.39 ns per 16 lanes),
+and equal to the two-step form on all 2^32 inputs (a slow test,
+``test/py/ir/test_expf.py``).
 """
 
 from __future__ import annotations
@@ -81,6 +91,11 @@ static inline <VT> nc_expf<W>(<VT> x) {
               for i in range(1, len(E.P))) + """\
   const <VT> y = <PFX>_add_ps(<PFX>_add_ps(<PFX>_mul_ps(p, <PFX>_mul_ps(r, r)), r),
                               <PFX>_set1_ps(@ONE));
+<SCALE>  return <SELECT_NAN>;
+}
+"""
+
+_TWO_POWERS = """\
   const <IT> ni = <PFX>_cvttps_epi32(n);
   const <IT> n1 = <PFX>_srai_epi32(ni, 1);
   const <IT> n2 = <PFX>_sub_epi32(ni, n1);
@@ -88,9 +103,13 @@ static inline <VT> nc_expf<W>(<VT> x) {
   const <VT> s1 = <PFX>_castsi<BITS>_ps(<PFX>_slli_epi32(<PFX>_add_epi32(n1, b), @MBITS));
   const <VT> s2 = <PFX>_castsi<BITS>_ps(<PFX>_slli_epi32(<PFX>_add_epi32(n2, b), @MBITS));
   const <VT> out = <PFX>_mul_ps(<PFX>_mul_ps(y, s1), s2);
-  return <SELECT_NAN>;
-}
 """
+
+_SCALEF = """\
+  const <VT> out = <PFX>_scalef_ps(y, n); /* (y * 2^n1) * 2^n2 in one step: the same bits */
+"""
+"""AVX-512F's ``vscalefps``: ``y * 2^floor(n)`` rounded once, in place of the
+nine integer and multiply steps of ``(y * 2^n1) * 2^n2`` (module docstring)."""
 
 
 def vector(width: int) -> str:
@@ -108,7 +127,8 @@ def vector(width: int) -> str:
         raise ValueError(f"nc_expf has no {width}-lane form (4, 8 or 16)")
     fields = {"VT": vt, "IT": it, "PFX": pfx, "BITS": bits, "W": str(width),
               "FLOOR_OPEN": floor[0], "FLOOR_CLOSE": floor[1], "SELECT_NAN": select}
-    text = re.sub(r"<([A-Z_]+)>", lambda m: fields[m.group(1)], _VECTOR)
+    text = re.sub(r"<([A-Z_]+)>", lambda m: fields[m.group(1)],
+                  _VECTOR.replace("<SCALE>", _SCALEF if width == 16 else _TWO_POWERS))
     return _literals(text)
 
 

@@ -55,6 +55,8 @@ builtin.module {
 // CHECK-NEXT:   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), r, a);
 // CHECK-NEXT: }
 // CHECK:      static inline __m512 nc_expf16(__m512 x) {
+// CHECK-NOT:  }
+// CHECK:        const __m512 out = _mm512_scalef_ps(y, n);
 // CHECK-LABEL: int32_t nck_ops(
 // 40 = 2 vectors of 16 and a scalar tail of 8
 // CHECK:        const int64_t [[MID:v[0-9]+]] = INT64_C(32);
