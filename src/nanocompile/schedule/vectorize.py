@@ -65,6 +65,12 @@ of i32 (lane ``l`` the scalar term ``t + l``'s exact integer), and its
 ``arith.sitofp`` a ``loop.vsitofp``. A group read by anything else, or ``4
 t`` addressing single elements, is refused (``NoVectorForm``,
 ``LaneIndexArithmetic``).
+
+Kernel B's quantization of the activations (``round``, clamp to [-127, 127],
+``arith.fptosi`` to i8, stored): ``math.round`` is a float op like the
+others (C: ``roundf`` per lane, halves away from zero, exactly), and an f32
+-> i8 ``arith.fptosi`` whose every use is a store becomes ``loop.vfptosi``,
+stored as a ``vector<Wxi8>``; any other integer result is refused.
 """
 
 from __future__ import annotations
@@ -166,7 +172,8 @@ class Lane:
 
 _FLOAT_BINARY = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.MaximumfOp)
 _FLOAT_TERNARY = (xmath.FmaOp,)
-_FLOAT_UNARY = (arith.NegfOp, xmath.ExpOp, xmath.SqrtOp, xmath.SinOp, xmath.CosOp)
+_FLOAT_UNARY = (arith.NegfOp, xmath.ExpOp, xmath.SqrtOp, xmath.SinOp, xmath.CosOp,
+                xmath.RoundOp)
 
 
 def _is_widening(op: Operation) -> bool:
@@ -174,6 +181,15 @@ def _is_widening(op: Operation) -> bool:
     if isinstance(op, arith.ExtFOp):
         return op.input.type == bf16 and op.result.type == f32
     return isinstance(op, arith.SIToFPOp) and op.input.type == i8 and op.result.type == f32
+
+
+def _is_narrowing(op: Operation) -> bool:
+    """An f32 -> i8 ``arith.fptosi`` whose every use stores it (kernel B's
+    quantized activations): the one integer result a lane may carry."""
+    return (isinstance(op, arith.FPToSIOp) and op.input.type == f32 and op.result.type == i8
+            and bool(op.result.uses)
+            and all(isinstance(u.operation, loop.StoreOp) and u.index == 0
+                    for u in op.result.uses))
 
 
 def _is_dot_group(value: SSAValue) -> bool:
@@ -274,7 +290,8 @@ class _Analysis:
             if self.access(op, op.ptr, op.indices, op.stride_exprs) is None:
                 raise UniformStore(f"{self.where}: a store's address does not depend on "
                                    "the lane")
-            if op.value.type != f32:
+            if op.value.type != f32 and not (op.value in self.varying
+                                             and _is_narrowing(op.value.owner)):
                 raise NoVectorForm(f"{self.where}: a lane-varying store of {op.value.type}")
         elif isinstance(op, loop.CheckOp):
             if self.varies(op.cond):
@@ -286,7 +303,8 @@ class _Analysis:
         elif isinstance(op, arith.CmpiOp) and any(self.varies(v) for v in op.operands):
             self.uniform_compare(op)
         elif isinstance(op, (*_FLOAT_BINARY, *_FLOAT_UNARY, *_FLOAT_TERNARY, arith.CmpfOp,
-                             arith.SelectOp)) or _is_widening(op) or _is_dot_convert(op):
+                             arith.SelectOp)) or _is_widening(op) or _is_dot_convert(op) \
+                or _is_narrowing(op):
             if any(self.varies(v) for v in op.operands):
                 self.varying.update(op.results)
         elif any(self.varies(v) for v in op.operands):
@@ -494,6 +512,8 @@ class _Builder:
             return loop.VSIToFPOp(self.get(op.input))
         if isinstance(op, loop.DotI8Op):  # of two vector<4Wxi8> loads: W lanes of i32
             return loop.DotI8Op(self.get(op.lhs), self.get(op.rhs))
+        if isinstance(op, arith.FPToSIOp):  # f32 -> i8, only stored (_is_narrowing)
+            return loop.VFPToSIOp(self.get(op.input))
         if isinstance(op, arith.CmpfOp):
             pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
             return loop.VCmpOp(pred, self.vec(op.lhs, into), self.vec(op.rhs, into))

@@ -54,8 +54,8 @@ from nanocompile.targets.c_vector import (
     vector_c_type,
     vector_expr,
     vector_load,
-    vector_prefix,
     vector_prelude,
+    vector_store,
 )
 
 
@@ -304,8 +304,8 @@ class CEmitter:
         if isinstance(op, loop.StoreOp):
             idx = index_c([f[i] for i in op.indices], op.stride_exprs)
             if isinstance(op.value.type, VectorType):
-                p = vector_prefix(op.value.type)
-                f.lines.append(f"{pad}{p}_storeu_ps(&{f[op.ptr]}[{idx}], {f[op.value]});")
+                f.lines.append(pad + vector_store(op.value.type, f"{f[op.ptr]}[{idx}]",
+                                                  f[op.value]))
             else:
                 f.lines.append(f"{pad}{f[op.ptr]}[{idx}] = {f[op.value]};")
             return

@@ -111,6 +111,29 @@ static inline VT nc_negfW(VT x) {
 }
 NC_LIBM(VT, PFX, W, nc_sinfW, sinf)
 NC_LIBM(VT, PFX, W, nc_cosfW, cosf)
+/* roundf per lane (halves away from zero), exactly: t = trunc(x); x - t is exact;
+   t + copysign(1, x) where |x - t| >= 0.5 (a blend: t keeps its sign, -0 too) */
+static inline VT nc_roundfW(VT x) {
+  const VT sign = PFX_castsiBITS_ps(PFX_set1_epi32((int)0x80000000u));
+  const VT t = PFX_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const VT d = PFX_andnot_ps(sign, PFX_sub_ps(x, t));
+  const VT one = PFX_or_ps(PFX_and_ps(x, sign), PFX_set1_ps(1.0f));
+  return PFX_blendv_ps(t, PFX_add_ps(t, one), PFX_cmp_ps(d, PFX_set1_ps(0.5f), _CMP_GE_OQ));
+}
+"""
+
+_NARROW_I8 = """\
+/* (int8_t) per lane of values in range: truncate to int32, keep each low byte */
+static inline __m128i nc_f32toi8x4(__m128 x) {
+  return _mm_shuffle_epi8(_mm_cvttps_epi32(x), _mm_setr_epi8(
+      0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+}
+static inline __m128i nc_f32toi8x8(__m256 x) {
+  const __m256i b = _mm256_shuffle_epi8(_mm256_cvttps_epi32(x), _mm256_setr_epi8(
+      0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+      0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+  return _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+}
 """
 
 # (lanes, C type, intrinsic prefix, integer-vector width in bits): the AVX2 forms
@@ -158,8 +181,9 @@ AVX2_PRELUDE = """\
               .replace("PFX", p).replace("nc_maxfW", f"nc_maxf{w}")
               .replace("nc_negfW", f"nc_negf{w}").replace("nc_expfW", f"nc_expf{w}")
               .replace("nc_sinfW", f"nc_sinf{w}").replace("nc_cosfW", f"nc_cosf{w}")
+              .replace("nc_roundfW", f"nc_roundf{w}")
               .replace(", W,", f", {w},") + (c_expf.vector(w) if w != 4 else "")
-              for w, vt, p, b in SHAPES) + LANESUM_PRELUDE
+              for w, vt, p, b in SHAPES) + _NARROW_I8 + LANESUM_PRELUDE
 
 AVX512_PRELUDE = """\
 /* AVX-512F, 16 lanes: a comparison is a __mmask16, a blend takes one */
@@ -175,6 +199,20 @@ static inline __m512 nc_negf16(__m512 x) {
 }
 NC_LIBM(__m512, _mm512, 16, nc_sinf16, sinf)
 NC_LIBM(__m512, _mm512, 16, nc_cosf16, cosf)
+/* roundf per lane, as nc_roundf8 (the mask add leaves the other lanes' t as is) */
+static inline __m512 nc_roundf16(__m512 x) {
+  const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+  const __m512 t = _mm512_roundscale_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 d = _mm512_castsi512_ps(_mm512_andnot_si512(
+      sign, _mm512_castps_si512(_mm512_sub_ps(x, t))));
+  const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(
+      _mm512_and_si512(_mm512_castps_si512(x), sign), _mm512_castps_si512(_mm512_set1_ps(1.0f))));
+  return _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(d, _mm512_set1_ps(0.5f), _CMP_GE_OQ), t, one);
+}
+/* (int8_t) per lane of values in range: truncate to int32, keep each low byte */
+static inline __m128i nc_f32toi8x16(__m512 x) {
+  return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(x));
+}
 static inline float nc_lanesum16(__m512 v) {
   __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
   return nc_lanesum8(_mm256_add_ps(_mm512_castps512_ps256(v), hi));
@@ -250,7 +288,7 @@ _BINARY: dict[type[Operation], str] = {arith.AddfOp: "add", arith.SubfOp: "sub",
                                        arith.MulfOp: "mul", arith.DivfOp: "div"}
 _UNARY: dict[type[Operation], str] = {xmath.SqrtOp: "{p}_sqrt_ps", xmath.ExpOp: "nc_expf{w}",
                                       xmath.SinOp: "nc_sinf{w}", xmath.CosOp: "nc_cosf{w}",
-                                      arith.NegfOp: "nc_negf{w}"}
+                                      arith.NegfOp: "nc_negf{w}", xmath.RoundOp: "nc_roundf{w}"}
 CMP_IMM = {"oeq": "_CMP_EQ_OQ", "ogt": "_CMP_GT_OQ", "oge": "_CMP_GE_OQ",
            "olt": "_CMP_LT_OQ", "ole": "_CMP_LE_OQ", "one": "_CMP_NEQ_OQ",
            "une": "_CMP_NEQ_UQ", "ord": "_CMP_ORD_Q", "uno": "_CMP_UNORD_Q"}
@@ -386,6 +424,20 @@ def vector_load(t: VectorType, address: str) -> str:
     return f"{_shape(t)[2]}_loadu_ps(&{address})"
 
 
+# lanes -> the store of a vector<Wxi8> (an __m128i's low W bytes)
+I8_STORES = {4: "_mm_storeu_si32", 8: "_mm_storel_epi64", 16: "_mm_storeu_si128"}
+
+
+def vector_store(t: VectorType, address: str, value: str) -> str:
+    """The C statement storing ``value``, a vector of type ``t``, at ``&address``."""
+    if t.element_type == i8:
+        store = I8_STORES.get(t.get_shape()[0]) if len(t.get_shape()) == 1 else None
+        if store is None:
+            raise VectorEmitError(f"the C target stores i8 vectors of 4, 8 or 16 lanes, got {t}")
+        return f"{store}((void *)&{address}, {value});"
+    return f"{_shape(t)[2]}_storeu_ps(&{address}, {value});"
+
+
 def pinned_load(value: SSAValue) -> bool:
     """A vector of f32 loaded for two or more FMAs: printed in a register
     (``NC_PIN``). Short of registers, gcc folds such a load into each FMA as its
@@ -514,6 +566,8 @@ def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (on
         return _widen(op, name)
     if isinstance(op, loop.VSIToFPOp):
         return _widen_i8(op, name)
+    if isinstance(op, loop.VFPToSIOp):  # a vector<Wxi8> in the low bytes of an __m128i
+        return f"nc_f32toi8x{op.result.type.get_shape()[0]}({name(op.input)})"
     if isinstance(op, loop.DotI8Op):  # nc_dot4x<W>: dot_prelude's, per int8-dot path
         return f"nc_dot4x{op.lanes}({name(op.lhs)}, {name(op.rhs)})"
     w, _, p, _ = _shape(t)

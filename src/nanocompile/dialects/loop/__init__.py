@@ -98,6 +98,7 @@ from nanocompile.dialects.loop.vector import (
     LaneSumsOp,
     SplatOp,
     VCmpOp,
+    VFPToSIOp,
     VPackOp,
     VSelectOp,
     VSIToFPOp,
@@ -142,6 +143,7 @@ __all__ = [
     "StoreOp",
     "SymOp",
     "VCmpOp",
+    "VFPToSIOp",
     "VPackOp",
     "VSIToFPOp",
     "VSelectOp",
@@ -240,8 +242,9 @@ class _MemoryOp(IRDLOperation):
         if element != want:
             raise VerifyException(f"{self.name}: a !loop.ptr<{ptr.type.dtype.data}> holds "
                                   f"{want}, not {value_type}")
-        # f32 vectors, and loads of bf16 and i8 vectors (only ever widened to f32)
-        vector_dtypes = ("f32", "bf16", "i8") if isinstance(self, LoadOp) else ("f32",)
+        # f32 vectors, loads of bf16 and i8 vectors (only ever widened to f32) and
+        # stores of i8 vectors (kernel B's quantized activations)
+        vector_dtypes = ("f32", "bf16", "i8") if isinstance(self, LoadOp) else ("f32", "i8")
         if isinstance(value_type, VectorType) and (
                 len(value_type.get_shape()) != 1 or ptr.type.dtype.data not in vector_dtypes):
             raise VerifyException(f"{self.name}: vector accesses are 1-d f32 vectors, "

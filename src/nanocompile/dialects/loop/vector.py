@@ -5,15 +5,16 @@ A vectorized loop computes ``W`` consecutive iterations at once, iteration
 ``i + l`` in lane ``l`` of a ``vector<W x f32>``. Float arithmetic uses
 xDSL's ``arith``/``math`` ops on vector types; loads and stores take a vector
 value type (``loop.load %a[%i] strides [1] : vector<8xf32>`` reads the 8
-consecutive elements from ``a[i]``). Four ops are the loop dialect's own,
+consecutive elements from ``a[i]``). Five ops are the loop dialect's own,
 because xDSL 0.75's ``arith.cmpf`` returns a scalar ``i1`` for vector
-operands, ``arith.select`` wants a scalar condition and ``arith.sitofp``
-takes scalars only:
+operands, ``arith.select`` wants a scalar condition and ``arith.sitofp`` and
+``arith.fptosi`` take scalars only:
 
     %v = loop.splat %x : f32 -> vector<8xf32>          every lane = %x
     %m = loop.vcmp "ole", %a, %b : vector<8xf32>        vector<8xi1>, per lane
     %r = loop.vselect %m, %a, %b : vector<8xf32>        lane l: m[l] ? a[l] : b[l]
     %f = loop.vsitofp %q : vector<8xi8> -> vector<8xf32>   lane l: f32(q[l]), exact
+    %q = loop.vfptosi %x : vector<8xf32> -> vector<8xi8>   lane l: (int8) x[l], in range
     %s = loop.lanesum %v : vector<8xf32> -> f32         the lanes' halving tree
     %t = loop.lanesum %v tree [2, 0, 1] : vector<8xf32> -> f32   the lanes' tree
     %p = loop.dot4 %xq, %w : vector<4xi8> -> i32        sum_j (w[j] + 128) * xq[j], exact
@@ -68,7 +69,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import ArrayAttr, IntAttr, IntegerType, StringAttr, VectorType, f32, i1
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IntAttr,
+    IntegerType,
+    StringAttr,
+    VectorType,
+    f32,
+    i1,
+    i8,
+)
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -393,6 +403,43 @@ class VSIToFPOp(IRDLOperation):
 
 
 @irdl_op_definition
+class VFPToSIOp(IRDLOperation):
+    """Lane ``l`` is the f32 lane ``l`` truncated toward zero to an i8
+    (``arith.fptosi`` per lane; xDSL 0.75's takes scalars only), for values
+    whose truncation lies in [-128, 127] (outside it C's conversion is
+    undefined, and the vector form keeps the low byte of the 32-bit
+    truncation): kernel B's quantized activations, already clamped to
+    [-127, 127], ``%q = loop.vfptosi %x : vector<16xf32> -> vector<16xi8>``."""
+
+    name = "loop.vfptosi"
+    input = operand_def(VectorType)
+    result = result_def(VectorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, value: SSAValue) -> None:
+        assert isinstance(value.type, VectorType)
+        super().__init__(operands=[value], result_types=[VectorType(i8, value.type.get_shape())])
+
+    def verify_(self) -> None:
+        source = _vector(self.input.type, self.name)
+        result = _vector(self.result.type, self.name)
+        if source.element_type != f32:
+            raise VerifyException(f"loop.vfptosi: expected a vector of f32, got {source}")
+        if result != VectorType(i8, source.get_shape()):
+            raise VerifyException(f"loop.vfptosi: the result must be "
+                                  f"{VectorType(i8, source.get_shape())}, got {result}")
+
+    def print(self, printer: Printer) -> None:
+        _print_unary(printer, self.input, self.result)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> VFPToSIOp:
+        # the result type as written (the verifier rejects one that is not i8 lanes)
+        value, result, _ = _parse_unary(parser, vector_result=True)
+        return cls.build(operands=[value], result_types=[result])
+
+
+@irdl_op_definition
 class LaneSumOp(IRDLOperation):
     """A tree of a vector's lanes (the module docstring): the halving tree, or
     the optional ``tree``'s order of the lane bits."""
@@ -677,5 +724,5 @@ class ExtractOp(IRDLOperation):
                          result_types=[result], properties={"lane": IntAttr(lane)})
 
 
-VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, VSIToFPOp, LaneSumOp,
-                                         DotI8Op, LaneSumsOp, VPackOp, ExtractOp]
+VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, VSIToFPOp, VFPToSIOp,
+                                         LaneSumOp, DotI8Op, LaneSumsOp, VPackOp, ExtractOp]

@@ -507,6 +507,24 @@ loop.kernel @k() syms [] access [] footprints [] {
 
 // -----
 
+// the narrowing of quantized lanes takes f32 lanes
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<16xi32>
+  %q = loop.vfptosi %v : vector<16xi32> -> vector<16xi8>
+}
+// CHECK: error: loop.vfptosi: expected a vector of f32, got vector<16xi32>
+
+// -----
+
+// and gives as many i8 lanes
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<16xf32>
+  %q = loop.vfptosi %v : vector<16xf32> -> vector<16xi32>
+}
+// CHECK: error: loop.vfptosi: the result must be vector<16xi8>, got vector<16xi32>
+
+// -----
+
 // lanesums: operands of two vector types
 loop.kernel @k(%a: !loop.ptr<f32>) syms [] access ["r"] footprints [#loop.fp<[16], [1]>] {
   %i = arith.constant 0 : index
