@@ -290,8 +290,10 @@ class _Analysis:
             if self.access(op, op.ptr, op.indices, op.stride_exprs) is None:
                 raise UniformStore(f"{self.where}: a store's address does not depend on "
                                    "the lane")
+            owner = op.value.owner
             if op.value.type != f32 and not (op.value in self.varying
-                                             and _is_narrowing(op.value.owner)):
+                                             and isinstance(owner, Operation)
+                                             and _is_narrowing(owner)):
                 raise NoVectorForm(f"{self.where}: a lane-varying store of {op.value.type}")
         elif isinstance(op, loop.CheckOp):
             if self.varies(op.cond):
