@@ -21,11 +21,19 @@ of ``vector<4xf32>`` values: copy ``l`` of a group is lane ``l``. Per group, in 
 4. the ops that use a vectorized value (the stores), lane by lane in the
    copies' order, each reading its lane through ``loop.extract``.
 
+First, the lane-wise float ops and the loads of arguments the kernel does not
+write that stand ahead of ``k`` and that only the epilogue uses move after
+``k`` (``_sink_prologue``: kernel B's up projection computes SiLU of the gate
+it loads before its sum), to be vectorized with it; a refusal puts them back.
+
 Bitwise: lane ``l`` performs exactly copy ``l``'s operations on the same
 operands (the vector forms are lane-wise the scalar ops, ``exp`` included:
 ``targets/c_expf.py``), so every value is the scalar one; the stores keep
 their order, and the loads that move ahead of them read no argument the
-kernel writes. Copies left over (``T`` not a multiple of 4) stay scalar.
+kernel writes. Two or more copies left over (``T`` not a multiple of 4)
+run as the first lanes of one more group whose other lanes repeat the last
+copy's operands (computed, never stored: lanes are independent); a single
+one stays scalar (its vector form would cost as much).
 
 Refused, leaving the kernel unchanged (``ScheduleError`` subclasses): loop
 ``k`` missing; code after it that is not straight-line (``EpilogueNotCopies``:
@@ -133,8 +141,14 @@ class _Group:
     lanes: list[list[Operation]]
     vector: set[int]
     after: set[int]
+    real: int = 0  # the lanes that are copies (0: all); the rest repeat the last one
     made: dict[tuple[SSAValue, ...], SSAValue] = field(default_factory=dict)
     out: list[Operation] = field(default_factory=list)
+
+    @property
+    def copies(self) -> list[list[Operation]]:
+        """The lanes that are copies, without the padding."""
+        return self.lanes[:self.real] if self.real else self.lanes
 
     def lane_values(self, pos: int, operand: int) -> tuple[SSAValue, ...]:
         return tuple(seg[pos].operands[operand] for seg in self.lanes)
@@ -210,6 +224,16 @@ def slp(kernel: loop.KernelOp, name: str, width: int) -> None:
     if width not in SLP_WIDTHS:
         raise ScheduleError(f"{where}: width {width}, expected one of {list(SLP_WIDTHS)}")
     k = find_loop(kernel, name)
+    sunk = _sink_prologue(kernel, k)
+    try:
+        _slp_after(kernel, k, where, width)
+    except ScheduleError:
+        _unsink(sunk)
+        raise
+
+
+def _slp_after(kernel: loop.KernelOp, k: loop.ForOp, where: str, width: int) -> None:
+    """``slp`` on the code after ``k`` (its prologue already moved there)."""
     tail: list[Operation] = []
     op = k.next_op
     while op is not None and not isinstance(op, loop.YieldOp):
@@ -232,12 +256,70 @@ def slp(kernel: loop.KernelOp, name: str, width: int) -> None:
         raise NotVectorizable(f"{where}: no op of the epilogue has a vector form")
     for g in range(0, len(segs) - width + 1, width):
         _rewrite(_Group(segs[g:g + width], vector, after), width)
+    rest = len(segs) % width
+    if rest >= 2:  # the copies left over as the first lanes, the last one repeated
+        lanes = segs[-rest:] + [segs[-1]] * (width - rest)
+        _rewrite(_Group(lanes, vector, after, real=rest), width)
+
+
+def _sink_prologue(kernel: loop.KernelOp, k: loop.ForOp) -> list[tuple[Operation, Operation]]:
+    """Move the ops before loop ``k`` whose values only the code after it uses
+    (directly or through other such ops) to just after it, in their order: the
+    lane-wise float ops, and the loads of arguments the kernel does not write.
+    An epilogue's part that does not need the sum (kernel B's up projection
+    computes SiLU of the gate, a value it loads, ahead of its reduction):
+    held across ``k``, its values took registers from the accumulators; moved,
+    ``slp`` runs it with the epilogue, as vectors. The loads read memory no
+    op writes, the float ops none, and their operands are defined before
+    ``k``: each computes the same value after it. Returns each moved op with
+    the op it stood before (``_unsink``)."""
+    block = k.parent_block()
+    assert block is not None
+    written = {a for a, m in zip(kernel.args, kernel.modes, strict=True) if m == "w"}
+    before: list[Operation] = []
+    op = k.prev_op
+    while op is not None:
+        before.append(op)
+        op = op.prev_op
+    after = set()
+    op = k.next_op
+    while op is not None:
+        after.add(op)
+        op = op.next_op
+    sunk: list[tuple[Operation, Operation]] = []
+    for op in before:  # last first: an op's users are settled before it
+        movable = _lanewise(op) or (isinstance(op, loop.LoadOp) and op.ptr not in written
+                                    and op.result.type == f32)
+        if movable and op.results and all(use.operation in after
+                                          for r in op.results for use in r.uses):
+            nxt = op.next_op
+            assert nxt is not None  # k follows
+            sunk.append((op, nxt))
+            after.add(op)
+    anchor = k.next_op
+    for op, _ in reversed(sunk):  # in their order, right after k
+        op.detach()
+        if anchor is None:
+            block.add_op(op)
+        else:
+            block.insert_op_before(op, anchor)
+    return sunk
+
+
+def _unsink(sunk: list[tuple[Operation, Operation]]) -> None:
+    """Put the ops ``_sink_prologue`` moved back where they stood (the last one
+    first: the op it stood before is then in place)."""
+    for op, nxt in sunk:
+        op.detach()
+        block = nxt.parent_block()
+        assert block is not None
+        block.insert_op_before(op, nxt)
 
 
 def _rewrite(group: _Group, width: int) -> None:
     """Replace the group's ops by steps 1-4 (the module docstring), in place."""
     size = len(group.lanes[0])
-    leaves = [lane[p] for lane in group.lanes for p in range(size)
+    leaves = [lane[p] for lane in group.copies for p in range(size)
               if p not in group.vector and p not in group.after]
     vectors = _vector_ops(group, width)
     late = _lane_ops(group, vectors)
@@ -245,7 +327,7 @@ def _rewrite(group: _Group, width: int) -> None:
     parent = seg[0].parent_block()
     assert parent is not None
     anchor = group.lanes[-1][-1].next_op
-    old = [lane[p] for lane in group.lanes for p in sorted(group.vector)]
+    old = [lane[p] for lane in group.copies for p in sorted(group.vector)]
     for op in [*leaves, *group.out, *late]:
         if op.parent is not None:
             op.detach()
@@ -286,7 +368,7 @@ def _lane_ops(group: _Group, vectors: dict[int, SSAValue]) -> list[Operation]:
     replaced by ``loop.extract`` of their lane (new ops, then the old ones)."""
     extracts: dict[tuple[int, int], SSAValue] = {}
     late: list[Operation] = []
-    for lane, ops in enumerate(group.lanes):
+    for lane, ops in enumerate(group.copies):
         for pos in sorted(group.after):
             op = ops[pos]
             for j, value in enumerate(op.operands):

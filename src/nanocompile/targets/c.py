@@ -380,11 +380,17 @@ class CEmitter:
 
     def _emit_parallel(self, op: loop.ForOp, f: _Function, depth: int) -> None:
         """Outline the body into a task run by ``nc_parallel_for`` over contiguous
-        chunks; the values it uses from outside travel in a context struct."""
+        chunks; the values it uses from outside travel in a context struct, but
+        for the constants, printed again in the task."""
         pad = "  " * depth
         n = len(f.tasks or [])
         task, struct = f"{f.kernel}_task{n}", f"{f.kernel}_ctx{n}"
         free = _free_values(op)
+        # a constant is printed again inside the task, not carried in the
+        # context: gcc then sees its value (a division by a block of 8 columns
+        # is a shift, not an idiv per iteration; loop bounds are known)
+        constants = [v for v in free if isinstance(v.owner, arith.ConstantOp)]
+        free = [v for v in free if v not in constants]
         fields = [(f[v], _c_decl(v, f)) for v in free]
         fields += [(sym, "int64_t") for sym in f.symbols]  # symbolic strides name them
         head = [f"struct {struct} {{"] + [f"  {decl} {name};" for name, decl in fields]
@@ -395,6 +401,8 @@ class CEmitter:
                  zip(fields, [*free, *([None] * len(f.symbols))], strict=True)}
         head += [f"  const {decl} {name} = nc_task_ctx_->{name};" if decl == "int64_t" else
                  f"  {local[name]} {name} = nc_task_ctx_->{name};" for name, decl in fields]
+        head += [f"  const {c_type(v.type)} {f[v]} = {self._constant(v.owner)};"
+                 for v in constants if isinstance(v.owner, arith.ConstantOp)]
         head += [f"  (void){sym};" for sym in f.symbols]
         body = _Function(f.names, [], f.counter, f.kernel, f.types, f.tasks, in_task=True,
                          symbols=f.symbols)

@@ -14,7 +14,11 @@ Claims:
   put every copy's lanesum ahead of the epilogues (kernel A's order);
 * a projection with a bias whose 6 jammed columns make one group and two
   copies left over: the group's bias values packed (``loop.vpack``), the two
-  leftovers scalar, the same bits;
+  leftovers a second group whose last two lanes repeat the last copy (stored
+  once each), the same bits; with 5 columns the one left over stays scalar;
+* SiLU of a gate the kernel loads (kernel B's up projection), computed ahead
+  of the sum: moved after it and vectorized with the epilogue, the same
+  bits; a refusal leaves the kernel as it was, the SiLU back in place;
 * without the jam, with nothing to vectorize, with a width other than 4:
   refused (``EpilogueNotCopies``, ``NotVectorizable``, ``ScheduleError``), the
   kernel left as it was;
@@ -98,19 +102,105 @@ def test_gate_up_default_schedule_is_bitwise(arch: Arch) -> None:
 
 
 @pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
-def test_leftover_copies_stay_scalar(arch: Arch) -> None:
+def test_leftover_copies_pad_a_group(arch: Arch) -> None:
     module = biased(6)
     directives: list[sched.Directive] = [
         sched.Split("d1", 6, "d1o", "d1i"), sched.Vectorize("k", arch.f32_lanes),
         sched.Privatize("k"), sched.Slp("k", 4)]
     scheduled = _scheduled(module, directives)
     ops = list(_kernel(scheduled).walk())
-    assert sum(isinstance(op, loop.LaneSumsOp) for op in ops) == 1
-    assert sum(isinstance(op, loop.VPackOp) for op in ops) == 1  # the bias of 4 columns
-    assert sum(isinstance(op, loop.LaneSumOp) for op in ops) == 2  # the 2 left over
-    assert sum(isinstance(op, loop.ExtractOp) for op in ops) == 4
+    sums = [op for op in ops if isinstance(op, loop.LaneSumsOp)]
+    assert len(sums) == 2
+    padded = sums[1].inputs  # the 2 left over, the last one repeated
+    assert padded[1] is padded[2] is padded[3]
+    assert padded[0] is not padded[1]
+    assert sum(isinstance(op, loop.VPackOp) for op in ops) == 2  # the bias, per group
+    assert not any(isinstance(op, loop.LaneSumOp) for op in ops)
+    assert sum(isinstance(op, loop.ExtractOp) for op in ops) == 6  # stored: real lanes only
+    assert sum(isinstance(op, loop.StoreOp) for op in ops) == 6
     _same_bits(module, scheduled, _weights({"w": (6, K), "b": (6,)}, "bias"),
                f"bias {arch.name}", threads=(1,))  # no parallel loop
+
+
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
+def test_one_leftover_copy_stays_scalar(arch: Arch) -> None:
+    module = biased(5)
+    directives: list[sched.Directive] = [
+        sched.Split("d1", 5, "d1o", "d1i"), sched.Vectorize("k", arch.f32_lanes),
+        sched.Privatize("k"), sched.Slp("k", 4)]
+    scheduled = _scheduled(module, directives)
+    ops = list(_kernel(scheduled).walk())
+    assert sum(isinstance(op, loop.LaneSumsOp) for op in ops) == 1
+    assert sum(isinstance(op, loop.LaneSumOp) for op in ops) == 1  # the one left over
+    assert sum(isinstance(op, loop.ExtractOp) for op in ops) == 4
+    _same_bits(module, scheduled, _weights({"w": (5, K), "b": (5,)}, "bias5"),
+               f"bias5 {arch.name}", threads=(1,))
+
+
+def gated_up() -> ModuleOp:
+    """SiLU of a gate the kernel loads (kernel B's up projection: its gate is the
+    output of another kernel), times its own sum: fused, the SiLU stands ahead
+    of the reduction."""
+    gb = GraphBuilder("gated_up")
+    x = gb.input("x", "f32", ["seq", K])
+    gate = gb.input("gate", "f32", ["seq", N])
+    gb.output("out", C.silu(gate) * C.linear(x, gb.weight("wu", [N, K])))
+    module = lower_to_loop(optimize_graph(gb.finish_module()))
+    # the lowering puts the sum first here; kernel B's up projection has its
+    # gate's ops first (they come first in its graph): move them ahead of k
+    k = next(op for op in _kernel(module).walk()
+             if isinstance(op, loop.ForOp) and op.loop_name.data == "k")
+    ahead = []
+    op = k.next_op
+    while op is not None and not isinstance(op, loop.StoreOp):
+        if k.results[0] not in op.operands:
+            ahead.append(op)
+        op = op.next_op
+    block = k.parent_block()
+    assert block is not None
+    assert ahead
+    for op in ahead:
+        op.detach()
+        block.insert_op_before(op, k)
+    module.verify()
+    return module
+
+
+def _exps_before_k(kernel: loop.KernelOp) -> int:
+    count, op = 0, None
+    for op in kernel.walk():
+        if isinstance(op, loop.ForOp) and op.loop_name.data == "k":
+            return count
+        count += type(op).__name__ == "ExpOp"
+    return count
+
+
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
+def test_a_prologue_moves_into_the_epilogue(arch: Arch) -> None:
+    module = gated_up()
+    assert _exps_before_k(_kernel(module)) == 1  # the SiLU ahead of the sum
+    directives: list[sched.Directive] = [
+        sched.Split("d1", 4, "d1o", "d1i"), sched.Vectorize("k", arch.f32_lanes),
+        sched.Privatize("k"), sched.Slp("k", 4)]
+    scheduled = _scheduled(module, directives)
+    kernel = _kernel(scheduled)
+    assert _exps_before_k(kernel) == 0
+    exps = [op for op in kernel.walk() if type(op).__name__ == "ExpOp"]
+    assert len(exps) == 1
+    assert str(exps[0].result.type) == "vector<4xf32>"
+    weights = _weights({"wu": (N, K)}, "gated")
+    want, got = compile_loop(module, weights), compile_loop(scheduled, weights)
+    rng = rng_for("slp gated inputs", 0)
+    for seq in SEQS:
+        feed = {"x": random_f32(rng, (seq, K), specials=False),
+                "gate": random_f32(rng, (seq, N), specials=False)}
+        assert_bitwise(GuardedArena(got).run(feed)["out"], GuardedArena(want).run(feed)["out"],
+                       f"gated {arch.name}, seq={seq}")
+    assert "nc_expf4(" in got.source
+
+
+def test_a_refusal_puts_the_prologue_back() -> None:
+    _refused(gated_up(), [sched.Vectorize("k", 16)], 4, EpilogueNotCopies)
 
 
 @pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
