@@ -546,8 +546,12 @@ def test_gather_checks_ids_when_rows_are_empty(fuse: bool) -> None:
 #   a = gb.input("a", "f32", ["m", 2]); b = gb.input("b", "f32", [2, 5]); c = a @ b
 #   a = [[nan(payload 1), nan(payload 2)]], b = ones((2, 5))
 #   fused -> 0x7fc00002 everywhere, scheduled -> 0x7fc00001
-@pytest.mark.xfail(strict=True, reason="the scheduled matmul swaps a commutative operation's "
-                   "operands: a two-NaN result carries the other payload")
+# Session 23: constants a task uses are printed inside it (targets/c.py), not
+# carried in its context; gcc now compiles the scheduled k loop with the fused
+# kernel's operand order here (and at K = 2..33, N = 5..40: 32 of 32 shapes
+# agree, 4 of 32 before). gcc's operand order is still not specified, so the
+# two-NaN limit stays stated (README); this case is a regression test again
+# (a strict xfail until then).
 def test_scheduled_matmul_keeps_nan_payloads() -> None:
     gb = GraphBuilder("mm")
     gb.output("c", gb.input("a", "f32", ["m", 2]) @ gb.input("b", "f32", [2, 5]))
