@@ -44,7 +44,7 @@ Which ops go where (walking the graph from its outputs back):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -254,9 +254,14 @@ class Partition:
 
     def _matmul_i8_joins(self, op: g.MatmulI8Op, region: Region, paths: list[Path]) -> bool:
         """Kernel B's integer core anchors a region of its own epilogue (the
-        offset, the row scale, a bias), alone: its k loop is not shared."""
+        offset, the row scale, a bias), alone: its k loop is not shared; not an
+        epilogue that calls ``exp`` (the gate's SiLU), which runs as an
+        elementwise kernel of its own, vectorized at the machine's width (in
+        the tile's copies it ran 4 lanes at a time at best)."""
         if region.reductions() or region.matmuls() or op.result.type.dims != region.shape:
             return False
+        if any(isinstance(m, g.ExpOp) for m in region.members):
+            return False  # SiLU: an elementwise kernel of its own (_prologue_of_i8)
         return all(not p.through and isinstance(p.consumer, ELEMENTWISE_OPS)
                    for p in paths)
 
@@ -275,6 +280,35 @@ class Partition:
         if g.tensor_type(op.results[0]).dims != (*shape[:-1], Expr.const(1)):
             return False
         return self._anchored_i8(region)
+
+    def _prologue_of_i8(self, op: Operation, region: Region) -> bool:
+        """``op`` would be a prologue of a kernel B region: the region holds a
+        ``matmul_i8`` and ``op`` is not computed from it (kernel B's up
+        projection consumes SiLU of the gate, another ``matmul_i8``'s result).
+        Inside, the lowering computes it per output ahead of the reduction, in
+        the register tile's copies (one exp per output, 4 lanes at best: 1.5x
+        the gate kernel's time in a 128-token prefill); stored, it is an
+        elementwise kernel of its own that vectorizes at the machine's width,
+        and the region reads its result like any input: the same ops on the
+        same operands, the same bits."""
+        anchors = [m for m in region.matmuls() if isinstance(m, g.MatmulI8Op)]
+        return bool(anchors) and not self._depends_on(op, anchors)
+
+    def _depends_on(self, op: Operation, targets: Sequence[Operation]) -> bool:
+        """``op`` is computed (through any ops) from one of ``targets``."""
+        goal = set(targets)
+        seen: set[Operation] = {op}
+        stack = [op]
+        while stack:
+            for v in stack.pop().operands:
+                owner = v.owner
+                if not isinstance(owner, Operation) or owner in seen:
+                    continue
+                if owner in goal:
+                    return True
+                seen.add(owner)
+                stack.append(owner)
+        return False
 
     def _anchored_i8(self, region: Region) -> bool:
         """``region`` is (or will be, once the walk reaches it) a ``matmul_i8``'s:
@@ -311,6 +345,8 @@ class Partition:
             return False  # never a matmul prologue
         if self._row_invariant_in_i8(op, region):
             return False  # stored: joins its producer's row kernel instead
+        if self._prologue_of_i8(op, region):
+            return False  # stored: an elementwise kernel of its own, vectorized
         if self._epilogue_bound(op) and (region.reductions() or (not region.matmuls()
                                             and _feeds_reduction(paths))):
             return False  # stays in the matmul's epilogue

@@ -215,6 +215,21 @@ def _parallel_outer(nest: list[loop.ForOp], min_chunk: int) -> sched.Parallel | 
     return None
 
 
+def _plain_sum_rows(nest: list[loop.ForOp]) -> sched.Parallel | None:
+    """The pool for a plain sum (a ``k`` loop without lanes: kernel B's
+    per-block sums of the quantized activations) whose outermost loop is the
+    positions (symbolic): the positions in chunks of ``POOL_ROWS`` (decode:
+    serial), not the first loop of constant extent inside them, which took a
+    parallel region per row (128 in a prefill chunk) and split 28 blocks of
+    32 at decode."""
+    sums = [op for op in nest[-1].body.block.ops
+            if isinstance(op, loop.ForOp) and op.loop_name.data == "k"]
+    if len(nest) >= 2 and _extent(nest[0]) is None and sums \
+            and all(k.lanes is None for k in sums):
+        return sched.Parallel(nest[0].loop_name.data, POOL_ROWS)
+    return None
+
+
 def _hand_tile(nest: list[loop.ForOp], kw: int, arch: Arch) -> MatmulTile:
     """The hand-written register tile of a projection (``MATMUL_TILES``, or
     ``WIDE_TILES`` for sums of four vectors; gate/up's columns halved)."""
@@ -454,7 +469,7 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
     lanes = arch.f32_lanes
     candidates: list[list[sched.Directive]] = []
     if _has_k(nest[-1]):
-        parallel = _parallel_outer(nest, min_chunk)
+        parallel = _plain_sum_rows(nest) or _parallel_outer(nest, min_chunk)
         kw = k_width(nest[-1], arch) if arch.vector else None
         candidates += _attention_candidates(nest, kw, arch)
         if kw is not None and len(nest) == 2 and _dots_int8(nest[-1]) and _row_work(nest[0]):
@@ -463,7 +478,8 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
             jam = _hand_tile(nest, kw, arch) if tile is None else tile
             point = _hand_point(jam) if knobs is None else knobs
             candidates += _projection_candidates(nest, kw, arch, min_chunk, point, parallel)
-        if arch.vector and parallel is not None and parallel.loop != last:
+        if (arch.vector and parallel is not None and parallel.loop != last
+                and not _short(nest[-1], lanes)):  # a loop shorter than a vector: all tail
             candidates.append([sched.Vectorize(last, lanes), parallel])
         if parallel is not None:
             candidates.append([parallel])
@@ -638,12 +654,17 @@ def _pool_rows(kernel: loop.KernelOp, nest: list[loop.ForOp],
     """The pool for a kernel without a matmul: a row kernel (a max or a sum per
     row) whose outermost loop has a constant extent of 2 or more (the
     softmax rows of attention: per head) runs it on the pool, a chunk of
-    heads each; an elementwise kernel calling ``cos``/``sin``/``exp`` per
+    heads each, and one whose outermost loop is the positions (symbolic) with
+    more loops inside (kernel B's per-block max of ``|x|``, rms_norm) runs the
+    positions in chunks of ``POOL_ROWS`` (decode: serial); an elementwise
+    kernel calling ``cos``/``sin``/``exp`` per
     element runs its outermost loop (the positions) in chunks of
     ``POOL_ROWS``; any other kernel stays serial (empty)."""
     outer = nest[0]
     extent = _extent(outer)
     if reductions:
+        if extent is None and len(nest) >= 2:  # the positions: chunks of rows (prefill)
+            return [sched.Parallel(outer.loop_name.data, POOL_ROWS)]
         return [sched.Parallel(outer.loop_name.data)] if extent is not None and extent >= 2 \
             else []
     if len(nest) >= 2 and any(isinstance(op, xmath.CosOp | xmath.SinOp | xmath.ExpOp)

@@ -140,8 +140,10 @@ def test_default_schedules_parallelize_the_matmuls(arch: Arch) -> None:
     parallel_kernels = sorted(k.sym_name.data for k in kernels if any(
         isinstance(f, loop.ForOp) and f.parallel is not None for f in k.walk()))
     # q, k/v, o and down projections, gate/up, LM head, scores, context; the
-    # softmax rows (per head) and the RoPE tables cos, sin (per chunk of positions)
-    assert len(parallel_kernels) == 11, parallel_kernels
+    # softmax rows (per head), the RoPE tables cos, sin and the first rms_norm
+    # (its own kernel: the positions in chunks, since session 23)
+    assert len(parallel_kernels) == 12, parallel_kernels
+    assert "fused_mul" in parallel_kernels
     # no packed copies: every weight is read where it lies
     assert not [b for p in scheduled.ops if isinstance(p, loop.ProgramOp)
                 for b in p.buffers() if b.kind.data == "packed"]
