@@ -34,6 +34,7 @@ from _numerics import assert_bitwise, random_f32, rng_for
 from _schedule_helpers import only_kernel as _kernel
 from _schedule_helpers import scheduled_copy as _scheduled
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 
 from nanocompile.backend.guarded_arena import GuardedArena
 from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
@@ -101,14 +102,20 @@ def test_gate_up_default_schedule_is_bitwise(arch: Arch) -> None:
     assert sum(isinstance(op, loop.LaneSumsOp) for op in _kernel(scheduled).walk()) >= 2
 
 
-@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
-def test_leftover_copies_pad_a_group(arch: Arch) -> None:
-    module = biased(6)
+def _bias_columns_jammed(n: int, arch: Arch) -> tuple[ModuleOp, ModuleOp, list[Operation]]:
+    """``biased(n)``, its ``n`` columns jammed into k and ``slp`` by 4: the
+    module, the scheduled one and the scheduled kernel's ops."""
+    module = biased(n)
     directives: list[sched.Directive] = [
-        sched.Split("d1", 6, "d1o", "d1i"), sched.Vectorize("k", arch.f32_lanes),
+        sched.Split("d1", n, "d1o", "d1i"), sched.Vectorize("k", arch.f32_lanes),
         sched.Privatize("k"), sched.Slp("k", 4)]
     scheduled = _scheduled(module, directives)
-    ops = list(_kernel(scheduled).walk())
+    return module, scheduled, list(_kernel(scheduled).walk())
+
+
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
+def test_leftover_copies_pad_a_group(arch: Arch) -> None:
+    module, scheduled, ops = _bias_columns_jammed(6, arch)
     sums = [op for op in ops if isinstance(op, loop.LaneSumsOp)]
     assert len(sums) == 2
     padded = sums[1].inputs  # the 2 left over, the last one repeated
@@ -124,12 +131,7 @@ def test_leftover_copies_pad_a_group(arch: Arch) -> None:
 
 @pytest.mark.parametrize("arch", arch_params((AVX2, AVX512)))
 def test_one_leftover_copy_stays_scalar(arch: Arch) -> None:
-    module = biased(5)
-    directives: list[sched.Directive] = [
-        sched.Split("d1", 5, "d1o", "d1i"), sched.Vectorize("k", arch.f32_lanes),
-        sched.Privatize("k"), sched.Slp("k", 4)]
-    scheduled = _scheduled(module, directives)
-    ops = list(_kernel(scheduled).walk())
+    module, scheduled, ops = _bias_columns_jammed(5, arch)
     assert sum(isinstance(op, loop.LaneSumsOp) for op in ops) == 1
     assert sum(isinstance(op, loop.LaneSumOp) for op in ops) == 1  # the one left over
     assert sum(isinstance(op, loop.ExtractOp) for op in ops) == 4
