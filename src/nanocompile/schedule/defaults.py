@@ -224,8 +224,15 @@ def _plain_sum_rows(nest: list[loop.ForOp]) -> sched.Parallel | None:
     32 at decode."""
     sums = [op for op in nest[-1].body.block.ops
             if isinstance(op, loop.ForOp) and op.loop_name.data == "k"]
-    if len(nest) >= 2 and _extent(nest[0]) is None and sums \
-            and all(k.lanes is None for k in sums):
+    if sums and all(k.lanes is None for k in sums):
+        return _positions_in_chunks(nest)
+    return None
+
+
+def _positions_in_chunks(nest: list[loop.ForOp]) -> sched.Parallel | None:
+    """The outermost loop on the pool in chunks of ``POOL_ROWS`` when it is the
+    positions (symbolic) and more loops lie inside; else None."""
+    if len(nest) >= 2 and _extent(nest[0]) is None:
         return sched.Parallel(nest[0].loop_name.data, POOL_ROWS)
     return None
 
@@ -644,8 +651,9 @@ STORED_TERMS = "e"
 ``STORED_TERMS_LOOP``: softmax's ``exp``), vectorized like the result loop."""
 
 POOL_ROWS = 16
-"""Rows per chunk (the grain) when an elementwise kernel calling libm per
-element (the RoPE tables' ``cos``/``sin``) runs its rows on the pool: below
+"""Rows per chunk (the grain) when a kernel runs its positions on the pool (an
+elementwise kernel calling libm per element, the RoPE tables' ``cos``/``sin``;
+since session 23 a row kernel or a plain sum over the positions too): below
 that many rows (decode: one) it runs serially, the pool not woken."""
 
 
@@ -663,8 +671,9 @@ def _pool_rows(kernel: loop.KernelOp, nest: list[loop.ForOp],
     outer = nest[0]
     extent = _extent(outer)
     if reductions:
-        if extent is None and len(nest) >= 2:  # the positions: chunks of rows (prefill)
-            return [sched.Parallel(outer.loop_name.data, POOL_ROWS)]
+        positions = _positions_in_chunks(nest)
+        if positions is not None:
+            return [positions]
         return [sched.Parallel(outer.loop_name.data)] if extent is not None and extent >= 2 \
             else []
     if len(nest) >= 2 and any(isinstance(op, xmath.CosOp | xmath.SinOp | xmath.ExpOp)
