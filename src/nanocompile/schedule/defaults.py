@@ -20,11 +20,15 @@ are all refused (or that has none) stays unscheduled.
   ``columns`` results per ``x`` load. Without the row jam if it is refused;
   ``MATMUL_TILES``: the tile per arch, sized to its vector registers. ``k``
   is vectorized by the widest vector its order allows (``k_width``): spec
-  §5 kernel A's 32 lanes (``graph.matmul ... order = "blocks32"``) only by 8
-  (its tree adds the four accumulators of 8 lanes first), four vectors per
-  sum, so its tile is ``WIDE_TILES``'s; its lanes loop has a tail (the groups
-  of 8 after the last block of 32), which vectorized becomes a second loop,
-  so it is privatized first and vectorized after. A projection of any
+  §5 kernel A's 32 lanes (``graph.matmul ... order = "blocks32"``; kernel
+  B's too) by 8 on AVX2 (its tree adds the four accumulators of 8 lanes
+  first), four vectors per sum, so its tile is ``WIDE_TILES``'s; on AVX-512
+  by 16 when its lanes loop runs no tail (K a multiple of 32: the model's),
+  two zmm per sum (``c0 | c1``, ``c2 | c3``, each halved by
+  ``loop.foldhalf`` before the tree's other bits), the tile
+  ``PAIR_TILES``'s; its lanes loop may have a tail (the groups of 8 after
+  the last block of 32), which vectorized becomes a second loop, so it is
+  privatized first and vectorized after. A projection of any
   weight format (f32, bf16, kernel A, kernel B's integer core) first tries
   column tiles of ``STRIDED_DECODE_COLUMNS`` (8) columns ``n / 8`` apart
   whose leftover rows jam all of them (decode streams 8 weight rows from 8
@@ -112,7 +116,9 @@ class MatmulTile:
 MATMUL_TILES = {"avx2": MatmulTile(2, 2), "avx512": MatmulTile(6, 4)}
 
 # A sum of four vectors: spec §5 kernel A's order (lanes 32, its tree combining
-# vectors of 8 first: 8 lanes on both archs, four ymm accumulators per sum), per
+# vectors of 8 first: 8 lanes on AVX2, and on AVX-512 where the lanes loop has a
+# tail of 8, four ymm accumulators per sum; since session 24 AVX-512 takes two zmm
+# of 16 otherwise: PAIR_TILES), per
 # arch and sums per column (gate/up: 2). The jam's splits need 2 rows and 2
 # columns at least; rows x columns x sums x 4 accumulators against 16 ymm
 # registers (AVX2) or 32 (AVX-512VL). Measured on the Xeon (1 thread, warm cache,
@@ -126,6 +132,15 @@ MATMUL_TILES = {"avx2": MatmulTile(2, 2), "avx512": MatmulTile(6, 4)}
 #   gate/up 896x4864 (2 sums): 2x2 avx512 0.563 / 24.6, 3x2 0.745 / 31.6; avx2 2x2 0.760 / 33.8
 WIDE_TILES = {("avx2", 1): MatmulTile(2, 2), ("avx512", 1): MatmulTile(3, 2),
               ("avx2", 2): MatmulTile(2, 2), ("avx512", 2): MatmulTile(2, 2)}
+
+
+# A sum of two vectors of 16 (spec §5's lanes-32 order, kernels A and B, in zmm on
+# AVX-512: accumulators c0 | c1 and c2 | c3), per sums per column: rows x columns
+# x sums x 2 zmm accumulators against 32. Measured on the Zen 4 (session 24, 1
+# thread, a 128-token prefill, whole model, ms/token): kernel A (gate and up one
+# kernel, 2 sums) 3x2 8.43, 2x4 8.54, 4x2 8.89, 2x2 8.86; kernel B (gate and up
+# launched apart, 1 sum) 3x2 4.89, 2x4 4.83, 4x2 4.93, 3x3 4.99 (within noise).
+PAIR_TILES = {1: MatmulTile(3, 2), 2: MatmulTile(3, 2)}
 
 
 def _extent(for_op: loop.ForOp) -> int | None:
@@ -182,13 +197,18 @@ def _k_loop(for_op: loop.ForOp) -> loop.ForOp | None:
 
 def k_width(for_op: loop.ForOp, arch: Arch) -> int | None:
     """The widest vector (at most the arch's) whose lanes the order of the lanes
-    loop ``k`` in ``for_op`` allows (``LaneOrder.vector_split``); None if none."""
+    loop ``k`` in ``for_op`` allows (``LaneOrder.vector_split``; a trip count
+    that is a known multiple of its lanes runs no tail, so the tail's groups
+    do not bound the width: kernels A and B at K = 896 and 4,864 take vectors
+    of 16 on AVX-512); None if none."""
     k = _k_loop(for_op)
     order = None if k is None else k.lane_order
-    if order is None:
+    if k is None or order is None:
         return None
+    lo, hi = _const(k.lb), _const(k.ub)
+    tail = lo is None or hi is None or (hi - lo) % order.lanes != 0
     return next((w for w in sorted(WIDTHS, reverse=True)
-                 if w <= arch.f32_lanes and order.vector_split(w)), None)
+                 if w <= arch.f32_lanes and order.vector_split(w, tail)), None)
 
 
 def _tail_order(for_op: loop.ForOp) -> bool:
@@ -239,10 +259,14 @@ def _positions_in_chunks(nest: list[loop.ForOp]) -> sched.Parallel | None:
 
 def _hand_tile(nest: list[loop.ForOp], kw: int, arch: Arch) -> MatmulTile:
     """The hand-written register tile of a projection (``MATMUL_TILES``, or
-    ``WIDE_TILES`` for sums of four vectors; gate/up's columns halved)."""
+    ``WIDE_TILES`` for sums of four vectors, ``PAIR_TILES`` for the lanes-32
+    order in two vectors of 16; gate/up's columns halved)."""
     sums = _lanes_sums(nest[-1])
-    if _k_vectors(nest[-1], kw) == 4:
+    vectors = _k_vectors(nest[-1], kw)
+    if vectors == 4:
         return WIDE_TILES[(arch.name, min(sums, 2))]
+    if vectors == 2 and kw == 16:  # a lanes-32 order in zmm (kernels A and B)
+        return PAIR_TILES[min(sums, 2)]
     jam = MATMUL_TILES[arch.name]
     if sums > 1 and jam.columns >= 4:
         jam = MatmulTile(jam.rows, jam.columns // sums)
@@ -257,7 +281,7 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
     ``knobs`` of its schedule space (``schedule/knobs.py``)."""
     last = nest[-1].loop_name.data
     sums = _lanes_sums(nest[-1])  # gate/up: two sums per column share x
-    wide = _k_vectors(nest[-1], kw) == 4
+    wide = _k_vectors(nest[-1], kw) * kw == 32  # spec §5's lanes-32 order (kernels A, B)
     jam = MatmulTile(knobs.rows, knobs.columns)
     cols_o, cols_i = f"{last}o", f"{last}i"
     columns = [sched.Split(last, jam.columns, cols_o, cols_i, peel=True)]

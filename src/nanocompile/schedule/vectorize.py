@@ -15,7 +15,11 @@ executes, in the same order, so the result is bitwise the scalar one:
   lanes read consecutive elements), or pass through ``divsi``/``remsi`` by a
   tile ``T`` when its base is a known multiple of ``W`` and ``W`` divides
   ``T`` (the lanes stay in one tile: a packed weight's column ``n / T``,
-  ``n % T``, or ``k / 64``, ``k % 64`` reading heads as one row);
+  ``n % T``, or ``k / 64``, ``k % 64`` reading heads as one row), or through
+  ``divsi`` by a ``T`` that divides ``W`` (a *block index*, ``base / T + l
+  div T``: only a stride-1 load of f32 may use it, read as ``W / T`` scalars
+  each in ``T`` lanes, ``loop.vpack``; kernel B's scale of block ``t div 8``
+  in vectors of 16 lane terms, two blocks);
 * a compare of such an index ``base + lane`` with a uniform ``c`` is uniform
   when it is ``<`` (or ``>=``, either side) and ``base`` and ``c`` are known
   multiples of ``W``: all ``W`` lanes lie on one side of ``c`` (a
@@ -94,7 +98,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 
 from nanocompile.dialects import loop
-from nanocompile.dialects.loop.vector import halving_tree, lane_bits
+from nanocompile.dialects.loop.vector import VectorSplit, halving_tree, lane_bits
 from nanocompile.schedule.primitives import (
     CarriesValues,
     NameTaken,
@@ -164,10 +168,13 @@ class LanesTree(NotVectorizable):
 
 @dataclass(frozen=True)
 class Lane:
-    """An index value: ``base + coef * lane``, ``base`` a multiple of ``align``."""
+    """An index value: ``base + coef * lane``, ``base`` a multiple of ``align``;
+    with ``repeat`` ``T > 1``, ``base + lane div T`` (a block index: ``T``
+    lanes share each value, only a stride-1 load may use it)."""
 
     coef: int
     align: int
+    repeat: int = 1
 
 
 _FLOAT_BINARY = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.MaximumfOp)
@@ -248,6 +255,7 @@ class _Analysis:
         self.index: dict[SSAValue, Lane] = {}
         self.varying: set[SSAValue] = set()
         self.vector_ifs: set[loop.IfOp] = set()
+        self.repeats: dict[SSAValue, tuple[int, int]] = {}  # block-index loads: (index, T)
         self.where = f"vectorize '{target.loop_name.data}'"
         self.index[target.iv] = Lane(1, math.gcd(known_divisor(target.lb), width))
 
@@ -276,9 +284,16 @@ class _Analysis:
         elif isinstance(op, loop.DotI8Op):
             self.dot(op)
         elif isinstance(op, loop.LoadOp):
-            if self.access(op, op.ptr, op.indices, op.stride_exprs) is not None:
+            at = self.access(op, op.ptr, op.indices, op.stride_exprs)
+            if at is not None:
                 ptr = op.ptr.type
                 assert isinstance(ptr, loop.PtrType)
+                repeat = self.lane(op.indices[at]).repeat
+                if repeat > 1:
+                    if ptr.dtype.data != "f32":
+                        raise NoVectorForm(f"{self.where}: a load of {ptr.dtype.data} data "
+                                           f"at a block index (lane div {repeat})")
+                    self.repeats[op.result] = (at, repeat)
                 if ptr.dtype.data != "f32" and not (ptr.dtype.data in WIDENED
                                                     and _only_widened(op.result)):
                     raise NoVectorForm(f"{self.where}: a lane-varying load of "
@@ -320,31 +335,46 @@ class _Analysis:
         if all(lane.coef == 0 for lane in operands):
             return Lane(0, known_divisor(op.results[0]))
         c = [_const(v) for v in op.operands]
+        repeat = max(lane.repeat for lane in operands)
         if isinstance(op, arith.AddiOp):
             coef = operands[0].coef + operands[1].coef
             if coef == 1:
-                return Lane(1, math.gcd(operands[0].align, operands[1].align))
+                return Lane(1, math.gcd(operands[0].align, operands[1].align), repeat)
         elif isinstance(op, arith.SubiOp) and operands[1].coef == 0:
-            return Lane(1, math.gcd(operands[0].align, operands[1].align))
+            return Lane(1, math.gcd(operands[0].align, operands[1].align), repeat)
         elif isinstance(op, arith.MuliOp) and 1 in c:
             return operands[c.index(1) ^ 1]
+        elif repeat > 1:
+            pass  # a block index only offsets and addresses a load
         elif isinstance(op, arith.MuliOp) and loop.DOT_GROUP in c and _groups_only(op):
             # (base + lane) * 4 read only by loop.dot4 groups (kernel B's first column
             # of lane term t): each lane's 4 bytes follow the previous lane's
             other = operands[c.index(loop.DOT_GROUP) ^ 1]
             if other.coef == 1:
                 return Lane(loop.DOT_GROUP, min(_HUGE, other.align * loop.DOT_GROUP))
-        elif isinstance(op, arith.DivSIOp | arith.RemSIOp) and operands[1].coef == 0:
-            tile = c[1]
-            # base a multiple of the width, the width dividing the tile: the lanes
-            # base .. base + width - 1 lie in one tile
-            if tile is not None and tile > 0 and operands[0].align % self.width == 0 \
-                    and tile % self.width == 0:
-                if isinstance(op, arith.DivSIOp):
-                    return Lane(0, 1)
-                return Lane(1, math.gcd(operands[0].align, tile))
+        elif isinstance(op, arith.DivSIOp | arith.RemSIOp) and operands[1].coef == 0 \
+                and c[1] is not None and c[1] > 0:
+            found = self.tile_index(op, operands[0], c[1])
+            if found is not None:
+                return found
         raise LaneIndexArithmetic(f"{self.where}: {op.name} makes an index that differs "
                                   "per lane in a way no vector load can follow")
+
+    def tile_index(self, op: Operation, lane: Lane, tile: int) -> Lane | None:
+        """``divsi``/``remsi`` of ``base + lane`` by a constant ``tile`` (None:
+        no vector form)."""
+        if lane.align % self.width:
+            return None
+        if tile % self.width == 0:  # the lanes base .. base + width - 1 lie in one tile
+            if isinstance(op, arith.DivSIOp):
+                return Lane(0, 1)
+            return Lane(1, math.gcd(lane.align, tile))
+        if isinstance(op, arith.DivSIOp) and lane.coef == 1 and 1 < tile < self.width \
+                and self.width % tile == 0:
+            # the tile dividing the width (kernel B's block of a lane term, t div 8,
+            # in vectors of 16): lanes base + l give base / T + l div T
+            return Lane(1, lane.align // tile, tile)
+        return None
 
     def uniform_compare(self, op: arith.CmpiOp) -> None:
         """Accept ``base + lane < c`` (``slt``; ``sge`` its negation; either side)
@@ -355,6 +385,9 @@ class _Analysis:
         vectors of one part."""
         pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
         lhs, rhs = self.lane(op.lhs), self.lane(op.rhs)
+        if lhs.repeat > 1 or rhs.repeat > 1:
+            raise LaneIndexArithmetic(f"{self.where}: arith.cmpi of a block index (lane div "
+                                      f"{max(lhs.repeat, rhs.repeat)}) has no vector form")
         if (lhs.coef, rhs.coef) == (0, 1):  # c > x is x < c; c <= x is x >= c
             lhs, rhs = rhs, lhs
             pred = {"sgt": "slt", "sle": "sge"}.get(pred, "")
@@ -379,6 +412,10 @@ class _Analysis:
             raise NonContiguous(f"{self.where}: {op.name} of {arg_label(ptr)} "
                                 f"steps by {' + '.join(map(str, steps))} elements per lane, "
                                 f"not {group}")
+        repeat = self.lane(indices[varying[0]]).repeat
+        if repeat > 1 and not (isinstance(op, loop.LoadOp) and group == 1):
+            raise NonContiguous(f"{self.where}: {op.name} of {arg_label(ptr)} at a block "
+                                f"index (lane div {repeat}): only a load reads one")
         return varying[0]
 
     def group_load(self, op: loop.LoadOp) -> None:
@@ -491,6 +528,9 @@ class _Builder:
         if isinstance(op, loop.IfOp):
             self.if_op(op, into)
             return
+        if isinstance(op, loop.LoadOp) and op.result in a.repeats:
+            self.block_load(op, into)
+            return
         if isinstance(op, loop.LoadOp) and op.result in a.varying:
             group = loop.DOT_GROUP if _is_dot_group(op.result) else 1
             new: Operation = loop.LoadOp(self.get(op.ptr), [self.get(i) for i in op.indices],
@@ -506,6 +546,28 @@ class _Builder:
         into.add_op(new)
         for old, res in zip(op.results, new.results, strict=True):
             self.map[old] = res
+
+    def block_load(self, op: loop.LoadOp, into: Block) -> None:
+        """A load at a block index (``Lane.repeat`` ``T``): the ``W / T`` scalars
+        from the base's element on, each in ``T`` consecutive lanes
+        (``loop.vpack``)."""
+        at, repeat = self.a.repeats[op.result]
+        base = self.get(op.indices[at])
+        values: list[SSAValue] = []
+        for j in range(self.width // repeat):
+            index = base
+            if j:
+                offset = arith.ConstantOp(IntegerAttr(j, IndexType()))
+                shifted = arith.AddiOp(base, offset)
+                into.add_ops([offset, shifted])
+                index = shifted.result
+            indices = [index if k == at else self.get(v) for k, v in enumerate(op.indices)]
+            load = loop.LoadOp(self.get(op.ptr), indices, op.stride_exprs)
+            into.add_op(load)
+            values += [load.result] * repeat
+        pack = loop.VPackOp(values)
+        into.add_op(pack)
+        self.map[op.result] = pack.result
 
     def vector_op(self, op: Operation, into: Block) -> Operation:
         if isinstance(op, arith.ExtFOp):  # of a vector<Wxbf16> load (_only_widened)
@@ -758,26 +820,27 @@ def _whole_groups(target: loop.ForOp, size: int) -> arith.AddiOp:
 
 
 def _check_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int
-                 ) -> tuple[_Analysis, tuple[int, ...], tuple[int, ...]]:
+                 ) -> tuple[_Analysis, VectorSplit]:
     """``_vectorize_lanes``' preconditions (the kernel is unchanged when one
-    fails); the analysis, the vector-index bits the tree combines first (in
-    its order) and the in-vector tree after them."""
+    fails); the analysis and how the tree runs on the vectors."""
     where = f"vectorize '{target.loop_name.data}'"
     order = target.lane_order
     assert order is not None
     lanes = order.lanes
     if lanes % width != 0:
         raise RaggedLanes(f"{where}: width {width} does not divide the loop's {lanes} lanes")
-    split = order.vector_split(width)
-    if order.tail % width != 0:
+    lo, hi = _const(target.lb), _const(target.ub)
+    tail = lo is None or hi is None or (hi - lo) % lanes != 0  # the tail's groups run
+    split = order.vector_split(width, tail)
+    if tail and order.tail % width != 0:
         raise LanesTree(f"{where}: width {width} is wider than the tail's groups of "
                         f"{order.tail} lanes")
     if split is None:
         across = list(range(lane_bits(width), lane_bits(lanes)))
         raise LanesTree(f"{where}: the tree {list(order.tree)} does not combine the "
                         f"{lanes // width} vectors of {width} lanes first (its first "
-                        f"{len(across)} bit(s) must be {across} in some order)")
-    lo, hi = _const(target.lb), _const(target.ub)
+                        f"{len(across)} bit(s) must be {across} in some order, after "
+                        f"the vectors' top lane bits, halved)")
     if not _ragged(target):
         if lo is None or hi is None or (hi - lo) % order.tail != 0:
             what = f"{lanes} lanes" if order.tail == lanes else f"the tail's {order.tail} lanes"
@@ -792,7 +855,7 @@ def _check_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int
     analysis = _Analysis(target, width)
     analysis.varying.update(target.iter_args)
     analysis.run()
-    return analysis, *split
+    return analysis, split
 
 
 def _lanes_loop(target: loop.ForOp, analysis: _Analysis, name: str, bounds: tuple[SSAValue,
@@ -833,12 +896,14 @@ def _vectorize_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> N
     whole groups of ``L``, then (a tail of ``R`` lanes) loop ``<name>_groups``
     steps by ``R`` over the rest, updating vectors ``0 .. R / width - 1``, so
     iteration ``i`` still updates the lane ``loop.ForOp`` says. After the
-    loops the vectors are added by the tree's first bits, in its order (vector
-    ``v`` + vector ``v | 1 << bit``; the halving tree: vector ``j`` + vector
-    ``j + m/2`` ...), and ``loop.lanesum`` does the rest with the tree's other
-    bits: the scalar lanes loop's bits (``loop.ForOp``)."""
+    loops each vector is halved while the tree's first bits are its top lane
+    bits (``loop.foldhalf``: kernels A and B in vectors of 16), the vectors are
+    added by the tree's next bits, in its order (vector ``v`` + vector ``v | 1
+    << bit``; the halving tree: vector ``j`` + vector ``j + m/2`` ...), and
+    ``loop.lanesum`` does the rest with the tree's other bits: the scalar
+    lanes loop's bits (``loop.ForOp``, ``LaneOrder.vector_split``)."""
     name = target.loop_name.data
-    analysis, across, inner = _check_lanes(kernel, target, width)
+    analysis, tree = _check_lanes(kernel, target, width)
     if _ragged(target):
         _vectorize_ragged_lanes(target, analysis)
         return
@@ -870,14 +935,20 @@ def _vectorize_lanes(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> N
         vectors = [[*groups.res[c * used:(c + 1) * used], *v[used:]]
                    for c, v in enumerate(vectors)]
     totals: list[SSAValue] = []
+    lanes_left = width >> tree.folds
     for per_value in vectors:
         live = dict(enumerate(per_value))
-        for bit in across:
+        for _ in range(tree.folds):
+            folds = {v: loop.FoldHalfOp(x) for v, x in live.items()}
+            after += folds.values()
+            live = {v: fold.result for v, fold in folds.items()}
+        for bit in tree.across:
             adds = {v: arith.AddfOp(live[v], live[v | 1 << bit]) for v in sorted(live)
                     if not v & 1 << bit}
             after += adds.values()
             live = {v: add.result for v, add in adds.items()}
-        total = loop.LaneSumOp(live[0], None if inner == halving_tree(width) else inner)
+        inner = tree.inner
+        total = loop.LaneSumOp(live[0], None if inner == halving_tree(lanes_left) else inner)
         after.append(total)
         totals.append(total.result)
     _insert_before(target, after)

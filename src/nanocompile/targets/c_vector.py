@@ -365,6 +365,29 @@ static inline __m512i nc_dot4x16(__m512i xq, __m512i w) {
 """
 
 
+_DOT16_HALVES = """\
+/* loop.dot4, 16 lanes as two of 8 (this int8-dot path's nc_dot4x8 on each half) */
+static inline __m512i nc_dot4x16(__m512i xq, __m512i w) {
+  const __m256i lo = nc_dot4x8(_mm512_castsi512_si256(xq), _mm512_castsi512_si256(w));
+  const __m256i hi = nc_dot4x8(_mm512_extracti64x4_epi64(xq, 1),
+                               _mm512_extracti64x4_epi64(w, 1));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+"""
+
+
+def _fold_half(op: loop.FoldHalfOp, name: Callable[[SSAValue], str]) -> str:
+    """``loop.foldhalf``: the low half plus the high half, one vector add."""
+    assert isinstance(op.input.type, VectorType)
+    width, x = _shape(op.input.type)[0], name(op.input)
+    if width == 16:  # AVX512F only: the high 256 bits as a double vector
+        high = f"_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd({x}), 1))"
+        return f"_mm256_add_ps(_mm512_castps512_ps256({x}), {high})"
+    if width == 8:
+        return f"_mm_add_ps(_mm256_castps256_ps128({x}), _mm256_extractf128_ps({x}, 1))"
+    raise VectorEmitError(f"the C target folds vectors of 8 or 16 lanes, got {op.input.type}")
+
+
 class DotPathError(ValueError):
     """An int8-dot path that cannot print a vector ``loop.dot4`` of these lanes."""
 
@@ -383,10 +406,14 @@ def dot_prelude(lanes: AbstractSet[int], path: str) -> str:
             out.append(_DOT8[path])
         elif w == 16 and path == "avx512_vnni":
             out.append(_DOT16)
+        elif w == 16 and path in _DOT8:  # an AVX-512 arch whose CPU lacks AVX512-VNNI
+            if 8 not in lanes:
+                out.append(_DOT8[path])
+            out.append(_DOT16_HALVES)
         else:
             raise DotPathError(f"the int8-dot path '{path}' prints no loop.dot4 of {w} "
-                               "lanes (8 lanes: scalar, avx2, avx_vnni, avx512_vnni; 16: "
-                               "scalar, avx512_vnni)")
+                               "lanes (8 and 16 lanes: scalar, avx2, avx_vnni, "
+                               "avx512_vnni)")
     return "\n" + "".join(out)
 
 
@@ -546,6 +573,8 @@ def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (on
         return f"nc_lanesum{width}({name(op.input)})"
     if isinstance(op, loop.ExtractOp):
         return _extract(op, name)
+    if isinstance(op, loop.FoldHalfOp):
+        return _fold_half(op, name)
     if isinstance(op, loop.LaneSumsOp):
         assert isinstance(op.inputs[0].type, VectorType)
         width = _shape(op.inputs[0].type)[0]

@@ -21,4 +21,4 @@ builtin.module {
     sched.vectorize "k" width 8
   }
 }
-// CHECK: {{.*}}apply-schedule-vectorize-lanes-tree-order.mlir:21:5: apply-schedule: vectorize 'k': the tree [0, 1, 2, 3] does not combine the 2 vectors of 8 lanes first (its first 1 bit(s) must be [3] in some order)
+// CHECK: {{.*}}apply-schedule-vectorize-lanes-tree-order.mlir:21:5: apply-schedule: vectorize 'k': the tree [0, 1, 2, 3] does not combine the 2 vectors of 8 lanes first (its first 1 bit(s) must be [3] in some order, after the vectors' top lane bits, halved)

@@ -10,12 +10,16 @@ Claims:
 * any lanes loop with a tree and a tail (random trees of 4, 8, 16 and 32
   lanes, tails, non-zero lower bounds) computes the order written out here
   from ``loop.ForOp``'s docstring, scalar and vectorized by every width its
-  tree allows (4, 8, 16, where this CPU runs it); a width it does not allow is
-  refused (``LanesTree``, ``RaggedLanes``), the kernel unchanged;
+  tree allows (4, 8, 16, where this CPU runs it; a tree that starts with the
+  vectors' top lane bits halves them first, ``loop.foldhalf``; a trip count
+  that is a multiple of the lanes runs no tail, so the tail's groups do not
+  bound the width); a width it does not allow is refused (``LanesTree``,
+  ``RaggedLanes``), the kernel unchanged;
 * ``loop.lanesum`` with every tree of 4, 8 and 16 lanes (the C helpers'
   narrowing and lane permutes) adds the pairs of the written-out tree;
 * ``privatize`` keeps the tree and the tail; the default schedules of a
-  kernel-A projection vectorize ``k`` by 8 on AVX2 and AVX-512 (never 16),
+  kernel-A projection vectorize ``k`` by 8 on AVX2, by 16 on AVX-512 where K
+  is a multiple of 32 (by 8 where a group of 8 follows the last block),
   privatize before vectorizing, read the int8 weight in place, and every
   candidate is bitwise ``_int8_reference.kernel_a`` at 1, 2, 3 and 8 threads.
 """
@@ -43,6 +47,7 @@ from nanocompile.dialects import graph as g
 from nanocompile.frontend.tensor import GraphBuilder
 from nanocompile.schedule.defaults import (
     DECODE_COLUMNS,
+    PAIR_TILES,
     STRIDED_DECODE_COLUMNS,
     WIDE_TILES,
     MatmulTile,
@@ -208,6 +213,22 @@ def _dot_reference(a: np.ndarray, q: np.ndarray, lb: int, ub: int, lanes: int, t
     return np.array([written_tree(partial, tree)], np.float32)
 
 
+def _width_allowed(tree: tuple[int, ...], lanes: int, tail: int, n: int, width: int) -> bool:
+    """``vectorize``'s docstring and ``loop.LaneOrder.vector_split``'s, written
+    out: the width divides the lanes, and the tail's groups when the trip count
+    ``n`` is not a multiple of the lanes (a tail runs); the tree may start with
+    the vectors' top lane bits in descending order (each halves every vector,
+    leaving 4 lanes at least, and only when there are vectors to add), then
+    must take the bits that select a vector, in some order."""
+    if lanes % width or (n % lanes and tail % width):
+        return False
+    bits, inner = lanes.bit_length() - 1, width.bit_length() - 1
+    folds = 0
+    while bits > inner and width >> (folds + 1) >= 4 and tree[folds] == inner - 1 - folds:
+        folds += 1
+    return sorted(tree[folds:folds + bits - inner]) == list(range(inner, bits))
+
+
 def _orders() -> list[object]:
     """(lb, ub, lanes, tail, tree): kernel A's, the halving tree with a tail,
     and seeded random trees and tails of 4, 8, 16 and 32 lanes (two of each
@@ -239,11 +260,8 @@ def test_every_order_is_the_written_out_order(lb: int, ub: int, lanes: int, tail
     want = _dot_reference(a, q, lb, ub, lanes, order.tail, order.tree)
     module = _dot_module(lb, ub, lanes, tail, tree)
     assert_bitwise(compile_loop(module, {}).run({"a": a, "q": q})["o"], want, "scalar")
-    bits = lanes.bit_length() - 1
     for width in (4, 8, 16):
-        inner = width.bit_length() - 1  # the tree's first bits must select the vector
-        allowed = (lanes % width == 0 and order.tail % width == 0
-                   and sorted(order.tree[:bits - inner]) == list(range(inner, bits)))
+        allowed = _width_allowed(order.tree, lanes, order.tail, ub - lb, width)
         kernel = _kernel(module.clone())
         if not allowed:
             _unchanged(lambda k, w=width: vectorize(k, "k", w), kernel,
@@ -369,28 +387,33 @@ def test_default_candidates_are_bitwise_at_every_thread_count(arch: Arch, k: int
 
 @pytest.mark.parametrize("arch", [AVX2, AVX512], ids=lambda a: a.name)
 def test_default_schedule_of_kernel_a(arch: Arch) -> None:
-    """k by 8 (never 16: the tree adds the accumulators of 8 lanes first),
-    privatized before vectorized; the hand point's first candidate is the
-    strided decode tile (session 20); at the adjacent point (``strided`` off,
-    a point the tuner may pick) column tiles of 16 on the pool, the arch's
-    WIDE_TILES tile inside them and all 16 columns jammed for the leftover
-    rows (decode: per 32 values of k, 16 x 4 vector FMAs on 16 weight rows);
-    no packed copy, the int8 weight read in place; the default order still by
-    the arch's width."""
+    """k by 8 on AVX2 (four vectors per sum, WIDE_TILES), by 16 on AVX-512
+    where K is a multiple of 32 (the lanes loop runs no tail: two zmm per sum,
+    ``c0 | c1`` and ``c2 | c3``, PAIR_TILES; by 8 where a group of 8 follows the
+    last block), privatized before vectorized; the hand point's first
+    candidate is the strided decode tile (session 20); at the adjacent point
+    (``strided`` off, a point the tuner may pick) column tiles of 16 on the
+    pool, the arch's tile inside them and all 16 columns jammed for the
+    leftover rows (decode: per 32 values of k, 16 columns of 32 / width vector
+    FMAs on 16 weight rows); no packed copy, the int8 weight read in place;
+    the default order still by the arch's width."""
     module = _kernel_a_module(96, 48)
     kernel = _kernel(module)
-    assert k_width(_loop(kernel, "d1"), arch) == 8
+    width = arch.f32_lanes
+    vectors = 32 // width
+    assert k_width(_loop(kernel, "d1"), arch) == width
+    assert k_width(_loop(_kernel(_kernel_a_module(104, 48)), "d1"), arch) == 8  # a tail of 8
     hand = hand_knobs(kernel, arch)
     assert hand is not None
     assert any(isinstance(d, sched.Split) and d.outer == "d1q"
                for d in default_schedules(kernel, arch)[0])
     adjacent = hand.replace(strided=False, decode=DECODE_COLUMNS)
     (first, *_) = default_schedules(kernel, arch, knobs=adjacent)
-    vectors = [d for d in first if isinstance(d, sched.Vectorize)]
-    assert {d.width for d in vectors} == {8}
-    assert first.index(vectors[0]) > max(i for i, d in enumerate(first)
-                                         if isinstance(d, sched.Privatize))
-    tile = WIDE_TILES[(arch.name, 1)]
+    vectorized = [d for d in first if isinstance(d, sched.Vectorize)]
+    assert {d.width for d in vectorized} == {width}
+    assert first.index(vectorized[0]) > max(i for i, d in enumerate(first)
+                                            if isinstance(d, sched.Privatize))
+    tile = WIDE_TILES[(arch.name, 1)] if width == 8 else PAIR_TILES[1]
     assert sched.Split("d1", DECODE_COLUMNS, "d1o", "d1m", peel=True) in first
     assert sched.Split("d1m", tile.columns, "d1mo", "d1i", peel=True) in first
     assert sched.Split("d0", tile.rows, "d0o", "d0i", peel=True) in first
@@ -399,14 +422,15 @@ def test_default_schedule_of_kernel_a(arch: Arch) -> None:
     for name, sums in (("k", tile.rows * tile.columns), ("k_tail", DECODE_COLUMNS)):
         k_loop = _loop(new, name)
         assert k_loop.step.data == 32, name
-        assert len(k_loop.inits) == 4 * sums, name
+        assert len(k_loop.inits) == vectors * sums, name
         fmas = [op for op in k_loop.body.block.ops if op.name == "math.fma"]
-        assert len(fmas) == 4 * sums, name
+        assert len(fmas) == vectors * sums, name
     (program,) = [op for op in scheduled.ops if isinstance(op, loop.ProgramOp)]
     assert "packed" not in [b.kind.data for b in program.buffers()]
     assert str(_kernel(scheduled).footprints) == str(kernel.footprints)
-    assert "vector<8xi8>" in str(_kernel(scheduled))
-    assert "vector<16xf32>" not in str(_kernel(scheduled))
+    assert f"vector<{width}xi8>" in str(_kernel(scheduled))
+    assert ("vector<16xf32>" in str(_kernel(scheduled))) == (width == 16)
+    assert ("loop.foldhalf" in str(_kernel(scheduled))) == (width == 16)
     gb = GraphBuilder("default_order")
     x = gb.input("x", "f32", ["seq", 96])
     gb.output("y", x @ gb.weight("w", [48, 96]).T)

@@ -158,6 +158,10 @@ LANE_OPS = [
     ("splat", "%k = arith.constant -0.0 : f32\n%s = arith.subf %k, %a : f32\n"
               "%r = arith.mulf %s, %g : f32"),
     ("uniform select", "%r = arith.select %up, %a, %b : f32"),
+    # a block index (i div 4: by 4 lanes a uniform load, by 8 or 16 the 2 or 4
+    # values each in 4 lanes, loop.vpack; kernel B's scales in vectors of 16)
+    ("block load", "%four = arith.constant 4 : index\n%q = arith.divsi %i, %four : index\n"
+                   "%s = loop.load %2[%q] strides [1] : f32\n%r = arith.mulf %a, %s : f32"),
 ]
 LANE_N = 53  # 3 vectors of 16 (6 of 8, 13 of 4) and a scalar tail
 
@@ -166,7 +170,7 @@ def _lane_ops_module() -> ModuleOp:
     n, rows = LANE_N, len(LANE_OPS)
     body = []
     for row, (_, ops) in enumerate(LANE_OPS):  # each row's own values get a suffix
-        body += re.sub(r"%(?!(?:a|b|g|up)\b)(\w+)", rf"%\1_{row}", ops).split("\n")
+        body += re.sub(r"%(?!(?:a|b|g|up|i|2)\b)(\w+)", rf"%\1_{row}", ops).split("\n")
         body += [f"%c_{row} = arith.constant {row} : index",
                  f"loop.store %r_{row}, %0[%c_{row}, %i] strides [{n}, 1] : f32"]
     loop_body = "\n      ".join(body)
@@ -337,6 +341,31 @@ LANE_KERNELS = {
         %b = loop.load %2[%i] strides [1] : f32
         loop.yield %b : f32
       }
+      loop.store %x, %0[%i] strides [1] : f32
+    }"""),
+    "block store": (NonContiguous, """
+    %c4 = arith.constant 4 : index
+    loop.for "d0" %i = %c0 to %c16 {
+      %x = loop.load %1[%i] strides [1] : f32
+      %q = arith.divsi %i, %c4 : index
+      loop.store %x, %0[%q] strides [1] : f32
+    }"""),
+    "block compare": (LaneIndexArithmetic, """
+    %c4 = arith.constant 4 : index
+    loop.for "d0" %i = %c0 to %c16 {
+      %q = arith.divsi %i, %c4 : index
+      %lt = arith.cmpi slt, %q, %c4 : index
+      %x = loop.load %1[%i] strides [1] : f32
+      %z = arith.constant 0.0 : f32
+      %y = arith.select %lt, %x, %z : f32
+      loop.store %y, %0[%i] strides [1] : f32
+    }"""),
+    "block arithmetic": (LaneIndexArithmetic, """
+    %c4 = arith.constant 4 : index
+    loop.for "d0" %i = %c0 to %c16 {
+      %q = arith.divsi %i, %c4 : index
+      %j = arith.muli %q, %c4 : index
+      %x = loop.load %1[%j] strides [1] : f32
       loop.store %x, %0[%i] strides [1] : f32
     }"""),
     "type": (NoVectorForm, """

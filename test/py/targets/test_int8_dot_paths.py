@@ -157,8 +157,14 @@ def test_the_formula_is_numpys() -> None:
 
 
 def test_no_path_prints_what_it_cannot() -> None:
-    with pytest.raises(DotPathError, match=r"prints no loop\.dot4 of 16 lanes"):
-        dot_prelude({16}, "avx2")
+    with pytest.raises(DotPathError, match=r"prints no loop\.dot4 of 4 lanes"):
+        dot_prelude({4}, "avx2")
+    for path in ("avx2", "avx_vnni"):  # 16 lanes (an AVX-512 arch without VNNI): 8 twice
+        for lanes in ({16}, {8, 16}):
+            c = dot_prelude(lanes, path)
+            assert c.count("static inline __m256i nc_dot4x8(") == 1, (path, lanes)
+            assert c.count("static inline __m512i nc_dot4x16(") == 1, (path, lanes)
+            assert "_mm512_inserti64x4(" in c
     with pytest.raises(DotPathError, match="unknown int8-dot path 'vnni'"):
         dot_prelude({8}, "vnni")
     assert "_mm256_dpbusd_avx_epi32" in dot_prelude({8}, "avx_vnni")

@@ -21,11 +21,14 @@ Claims:
   tree, over the lane terms, each an exact i32 dot product of 4 columns (one
   ``loop.dot4`` of two ``vector<4xi8>`` loads); the weight is read as bytes (1
   byte per element counted); the default schedules vectorize the lanes loop by
-  8 (``vector<32xi8>`` loads, ``loop.dot4`` of 8 i32 lanes) and jam 16 columns;
+  8 (``vector<32xi8>`` loads, ``loop.dot4`` of 8 i32 lanes) on AVX2, by 16 on
+  AVX-512 where K is a multiple of 128 (``vector<64xi8>``, two blocks per
+  vector, their scales packed) and jam 16 columns;
 * every int8-dot path (``targets/arch.py``; ``PATHS``): ``scalar`` (the scalar
   arch: ``nc_dot4`` per term, what every CPU runs), ``avx2`` (``vpmaddubsw``
   with the sign trick, the AVX2 arch), ``avx_vnni`` (``_mm256_dpbusd_avx_epi32``,
-  the AVX2 arch) and ``avx512_vnni`` (``_mm256_dpbusd_epi32``, the AVX-512 arch),
+  the AVX2 arch), ``avx512_vnni`` (``_mm512_dpbusd_epi32``, the AVX-512 arch) and
+  ``avx2/avx512`` (the AVX2 path on the AVX-512 arch: its 8 lanes twice per 16),
   each chosen by ``NANOCOMPILE_INT8_DOT`` and skipped with its reason where the
   CPU lacks its flags, gives the reference's bits on the tails and the model's
   shapes (q/o, k/v, gate/up, down at 1, 7 and 64 rows, a column subset of 256),
@@ -63,12 +66,22 @@ from nanocompile.targets.arch import (
 
 THREADS = (1, 2, 3)
 ROWS = (1, 7, 64)
-PATHS = {"scalar": SCALAR, "avx2": AVX2, "avx_vnni": AVX2, "avx512_vnni": AVX512}
+PATHS = {"scalar": SCALAR, "avx2": AVX2, "avx_vnni": AVX2, "avx512_vnni": AVX512,
+         "avx2/avx512": AVX512}
 """Each int8-dot path and the arch it is compiled for (the scalar arch does not
-vectorize: its integer core is ``nc_dot4`` per lane term)."""
+vectorize: its integer core is ``nc_dot4`` per lane term; ``avx2/avx512``: the
+AVX2 path on the AVX-512 arch, a CPU with AVX-512F but no VNNI, whose lane
+terms in vectors of 16 run the path's 8 lanes twice)."""
 PATH_C = {"scalar": "nc_dot4(", "avx2": "_mm256_maddubs_epi16(",
-          "avx_vnni": "_mm256_dpbusd_avx_epi32(", "avx512_vnni": "_mm256_dpbusd_epi32("}
-"""What the C of each path holds (its instruction)."""
+          "avx_vnni": "_mm256_dpbusd_avx_epi32(", "avx512_vnni": "_mm512_dpbusd_epi32(",
+          "avx2/avx512": "_mm256_maddubs_epi16("}
+"""What the C of each path holds (its instruction; AVX512-VNNI: on zmm, the
+lane terms of a K that is a multiple of 128 in vectors of 16)."""
+
+
+def dot_path(key: str) -> str:
+    """The int8-dot path of a ``PATHS`` key."""
+    return key.split("/")[0]
 HOST_PATH = best_int8_dot(cpu_flags())
 TAIL_KS = (1, 7, 31, 32, 33, 40, 100, 128, 160, 896)
 TAIL_N = 20  # output columns: not a multiple of any column tile
@@ -151,7 +164,7 @@ def path_reason(path: str) -> str | None:
     reason = missing_reason(PATHS[path])
     if reason is not None:
         return reason
-    missing = [f for f in INT8_DOT_FLAGS[path] if f not in cpu_flags()]
+    missing = [f for f in INT8_DOT_FLAGS[dot_path(path)] if f not in cpu_flags()]
     return (f"the CPU has no {', '.join(missing)} (the {path} int8-dot path untested here)"
             if missing else None)
 
@@ -170,11 +183,13 @@ def compile_on_path(module: object, weights: dict[str, np.ndarray], path: str,
                     monkeypatch: pytest.MonkeyPatch) -> CompiledProgram:
     """``compile_for`` on the int8-dot ``path`` (``PATHS``' arch, the path by
     ``NANOCOMPILE_INT8_DOT``); its C holds the path's instruction."""
-    monkeypatch.setenv("NANOCOMPILE_INT8_DOT", path)
+    monkeypatch.setenv("NANOCOMPILE_INT8_DOT", dot_path(path))
     program = compile_for(module, weights, PATHS[path])
     assert PATH_C[path] in program.source, path
-    if path != "scalar":
-        assert "nc_dot4x8(" in program.source  # the integer core vectorized
+    if path != "scalar":  # the integer core vectorized, 16 lanes on AVX-512 (every
+        # module here has a K that is a multiple of 128: its lane terms run no tail)
+        lanes = 16 if PATHS[path] is AVX512 else 8
+        assert f"nc_dot4x{lanes}(" in program.source, path
     return program
 
 

@@ -17,6 +17,7 @@ operands, ``arith.select`` wants a scalar condition and ``arith.sitofp`` and
     %q = loop.vfptosi %x : vector<8xf32> -> vector<8xi8>   lane l: (int8) x[l], in range
     %s = loop.lanesum %v : vector<8xf32> -> f32         the lanes' halving tree
     %t = loop.lanesum %v tree [2, 0, 1] : vector<8xf32> -> f32   the lanes' tree
+    %h = loop.foldhalf %v : vector<16xf32> -> vector<8xf32>   lane i: v[i] + v[i + 8]
     %p = loop.dot4 %xq, %w : vector<4xi8> -> i32        sum_j (w[j] + 128) * xq[j], exact
     %d = loop.dot4 %xq, %w : vector<32xi8> -> vector<8xi32>   the same per 4 bytes
 
@@ -57,7 +58,11 @@ lanes (lane ``8a + l``: accumulator ``a``, lane ``l``): bits 3 and 4 give
 lane in it. It needs the tree to combine the vectors first (vector ``v`` plus
 vector ``v | 1 << (b - log2 W)``, in the tree's order), then one
 ``loop.lanesum`` does the rest with the remaining bits: every width gives the
-scalar loop's bits (``LaneOrder.vector_split``).
+scalar loop's bits (``LaneOrder.vector_split``). A tree that starts with the
+top lane bits instead halves each vector first (``loop.foldhalf``, lane ``i``
+plus lane ``i + W/2``): kernel A's ``[3, 4, 2, 0, 1]`` in vectors of 16
+(accumulators ``c0 | c1`` and ``c2 | c3``) folds each to ``c0 + c1`` and
+``c2 + c3``, adds the two, and ends with ``[2, 0, 1]`` on 8 lanes.
 
 ``loop.vselect`` computes both operands in every lane (a blend); the
 vectorizer only forms it where the scalar ``arith.select`` already had both
@@ -157,18 +162,42 @@ class LaneOrder:
         whole = self.lanes * (n // self.lanes)
         return j % self.lanes if j < whole else (j - whole) % self.tail
 
-    def vector_split(self, width: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-        """For ``L / width`` vectors of ``width`` lanes: the tree's bits that
-        select a vector (in the tree's order, as vector-index bits) and the
-        in-vector tree after them; None when the tree does not combine the
-        vectors first or ``width`` does not divide the tail's groups."""
-        if self.lanes % width or self.tail % width:
+    def vector_split(self, width: int, tail: bool = True) -> VectorSplit | None:
+        """For ``L / width`` vectors of ``width`` lanes: how the tree runs on
+        them (``VectorSplit``: halvings of each vector while the tree combines
+        its top in-vector bits, then the bits that select a vector, then the
+        in-vector tree); None when the tree does not fit that form or
+        ``width`` does not divide the tail's groups (``tail``: the loop runs
+        its tail; a trip count that is a multiple of ``L`` runs none)."""
+        if self.lanes % width or (tail and self.tail % width):
             return None
         inner = lane_bits(width)
         across = len(self.tree) - inner
-        if sorted(self.tree[:across]) != list(range(inner, len(self.tree))):
+        folds = 0  # leading top lane bits (at least 4 lanes are left: a C vector)
+        while across and folds < inner - 2 and self.tree[folds] == inner - 1 - folds:
+            folds += 1
+        if sorted(self.tree[folds:folds + across]) != list(range(inner, len(self.tree))):
             return None
-        return tuple(b - inner for b in self.tree[:across]), self.tree[across:]
+        return VectorSplit(folds, tuple(b - inner for b in self.tree[folds:folds + across]),
+                           self.tree[folds + across:])
+
+
+@dataclass(frozen=True)
+class VectorSplit:
+    """A lanes tree run on ``L / W`` vectors of ``W`` lanes (lane ``j`` in lane
+    ``j mod W`` of vector ``j div W``): ``folds`` halvings of every vector
+    first (``loop.foldhalf``: the tree's first ``folds`` bits are the top lane
+    bits ``log2 W - 1, log2 W - 2, ..``; 4 lanes are left at least), then the
+    vectors added by the bits
+    ``across`` (vector-index bits, in the tree's order: vector ``v`` plus
+    vector ``v | 1 << b``), then ``inner``, the tree of the ``W / 2**folds``
+    lanes left (``loop.lanesum``). spec §5's ``[3, 4, 2, 0, 1]`` in vectors
+    of 16: one halving (``c0 + c1`` in the vector of ``c0 | c1``), the
+    vectors (``+ (c2 + c3)``), then ``[2, 0, 1]`` on 8 lanes."""
+
+    folds: int
+    across: tuple[int, ...]
+    inner: tuple[int, ...]
 
 
 def tree_attr(tree: Sequence[int]) -> ArrayAttr[IntAttr]:
@@ -490,6 +519,47 @@ class LaneSumOp(IRDLOperation):
         return cls.build(operands=[value], result_types=[result], properties=props)
 
 
+@irdl_op_definition
+class FoldHalfOp(IRDLOperation):
+    """The two halves of a vector added: lane ``i`` of the result (``W / 2``
+    lanes) is ``v[i] + v[i + W / 2]``, one f32 add each (the first step of
+    a lanes tree whose first bit is the vector's top lane bit:
+    ``LaneOrder.vector_split``).
+
+    ``%h = loop.foldhalf %v : vector<16xf32> -> vector<8xf32>``
+    """
+
+    name = "loop.foldhalf"
+    input = operand_def(VectorType)
+    result = result_def(VectorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, value: SSAValue) -> None:
+        assert isinstance(value.type, VectorType)
+        half = value.type.get_shape()[0] // 2
+        super().__init__(operands=[value],
+                         result_types=[VectorType(value.type.element_type, [half])])
+
+    def verify_(self) -> None:
+        vector = _vector(self.input.type, self.name)
+        lanes = vector.get_shape()[0]
+        if vector.element_type != f32 or lanes not in LANE_COUNTS or lanes < 4:
+            raise VerifyException(f"loop.foldhalf: expected a vector of 4 to 32 f32 lanes, "
+                                  f"got {vector}")
+        want = VectorType(f32, [lanes // 2])
+        if self.result.type != want:
+            raise VerifyException(f"loop.foldhalf: the result of {vector} must be {want}, "
+                                  f"got {self.result.type}")
+
+    def print(self, printer: Printer) -> None:
+        _print_unary(printer, self.input, self.result)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FoldHalfOp:
+        value, result, _ = _parse_unary(parser, vector_result=True)
+        return cls.build(operands=[value], result_types=[result])
+
+
 DOT_GROUP = 4  # bytes per lane of ``loop.dot4`` (one vpdpbusd dword)
 DOT_LANES = (1, 4, 8, 16)  # i32 lanes of a ``loop.dot4`` (1: a scalar i32)
 
@@ -725,4 +795,5 @@ class ExtractOp(IRDLOperation):
 
 
 VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, VSIToFPOp, VFPToSIOp,
-                                         LaneSumOp, DotI8Op, LaneSumsOp, VPackOp, ExtractOp]
+                                         LaneSumOp, FoldHalfOp, DotI8Op, LaneSumsOp, VPackOp,
+                                         ExtractOp]

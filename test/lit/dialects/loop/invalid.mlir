@@ -453,6 +453,24 @@ loop.kernel @k() syms [] access [] footprints [] {
 
 // -----
 
+// a fold of a vector into a result that is not its half
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<16xf32>
+  %h = loop.foldhalf %v : vector<16xf32> -> vector<4xf32>
+}
+// CHECK: error: loop.foldhalf: the result of vector<16xf32> must be vector<8xf32>, got vector<4xf32>
+
+// -----
+
+// a fold of integer lanes (only f32 lanes are added)
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<16xi32>
+  %h = loop.foldhalf %v : vector<16xi32> -> vector<8xi32>
+}
+// CHECK: error: loop.foldhalf: expected a vector of 4 to 32 f32 lanes, got vector<16xi32>
+
+// -----
+
 // the halving tree of 64 lanes (lanes are 2, 4, 8, 16 or 32)
 loop.kernel @k() syms [] access [] footprints [] {
   %v = "test.op"() : () -> vector<64xf32>
