@@ -43,8 +43,9 @@ loads from an argument the kernel writes (a recurrence through memory).
 A row's max (a loop carrying ``acc = arith.maximumf(acc, x)``: NaN-propagating,
 ``nc_maxf``) is the one reduction across lanes vectorized, exactly: lane ``l``
 takes the max of the iterations ``i + l`` (the same ``nc_maxf`` per lane),
-the lanes' results and then the tail's iterations are folded into one value
-``r`` in order, and where ``r`` is NaN or zero the original loop runs again
+the lanes' results (by halves down to 4 lanes, then in order) and then the
+tail's iterations are folded into one value ``r``, and where ``r`` is NaN or
+zero the original loop runs again
 (``<name>_seq``) and its result is taken instead. Every ``nc_maxf`` returns
 one of its operands, so ``r`` is the init's or an element's bits; a NaN
 anywhere makes ``r`` NaN; otherwise ``r`` has the largest value, and a
@@ -1045,7 +1046,8 @@ def _vectorize_max(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> Non
     """A max reduction (``_max_reduction``) as ``width`` lanes with an exact
     fallback (the module docstring): a main loop over ``[lb, mid)`` carrying
     a vector of lane maxima from a splat of the init, the lanes folded with
-    ``arith.maximumf`` in lane order (``loop.extract``), the tail loop
+    ``arith.maximumf`` by halves down to 4 (``loop.half``), then in lane
+    order (``loop.extract``), the tail loop
     ``<name>_tail`` continuing from it, then ``loop.if`` r is NaN or zero:
     the original loop again (``<name>_seq``), else r."""
     name = target.loop_name.data
@@ -1073,9 +1075,17 @@ def _vectorize_max(kernel: loop.KernelOp, target: loop.ForOp, width: int) -> Non
     builder.map[acc] = body.args[1]
     builder.block(target.body.block, body)
     main = loop.ForOp(name, lb, mid.result, body, [start.result], width)
-    folded: list[Operation] = [loop.ExtractOp(main.res[0], 0)]
-    for lane in range(1, width):
-        extract = loop.ExtractOp(main.res[0], lane)
+    folded: list[Operation] = []
+    lanes: SSAValue = main.res[0]
+    for _ in range(lane_bits(width) - 2):  # by halves down to 4 lanes
+        low, high = loop.HalfOp(lanes, 0), loop.HalfOp(lanes, 1)
+        both = arith.MaximumfOp(low.result, high.result)
+        folded += [low, high, both]
+        lanes = both.result
+    first = loop.ExtractOp(lanes, 0)
+    folded.append(first)
+    for lane in range(1, min(width, 4)):
+        extract = loop.ExtractOp(lanes, lane)
         folded += [extract, arith.MaximumfOp(folded[-1].results[0], extract.result)]
     tail = tail_loop(target, mid.result, [folded[-1].results[0]])
     r = tail.res[0]

@@ -376,16 +376,27 @@ static inline __m512i nc_dot4x16(__m512i xq, __m512i w) {
 """
 
 
+def _half(value: SSAValue, half: int, x: str) -> str:
+    """The low (0) or high (1) half of the f32 vector ``value`` (C ``x``)."""
+    assert isinstance(value.type, VectorType)
+    width = _shape(value.type)[0]
+    if width == 16:  # AVX512F only: the high 256 bits as a double vector
+        return (f"_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd({x}), 1))" if half
+                else f"_mm512_castps512_ps256({x})")
+    if width == 8:
+        return f"_mm256_extractf128_ps({x}, 1)" if half else f"_mm256_castps256_ps128({x})"
+    raise VectorEmitError(f"the C target halves vectors of 8 or 16 lanes, got {value.type}")
+
+
 def _fold_half(op: loop.FoldHalfOp, name: Callable[[SSAValue], str]) -> str:
     """``loop.foldhalf``: the low half plus the high half, one vector add."""
     assert isinstance(op.input.type, VectorType)
     width, x = _shape(op.input.type)[0], name(op.input)
-    if width == 16:  # AVX512F only: the high 256 bits as a double vector
-        high = f"_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd({x}), 1))"
-        return f"_mm256_add_ps(_mm512_castps512_ps256({x}), {high})"
-    if width == 8:
-        return f"_mm_add_ps(_mm256_castps256_ps128({x}), _mm256_extractf128_ps({x}, 1))"
-    raise VectorEmitError(f"the C target folds vectors of 8 or 16 lanes, got {op.input.type}")
+    if width not in (8, 16):
+        raise VectorEmitError(f"the C target folds vectors of 8 or 16 lanes, got "
+                              f"{op.input.type}")
+    prefix = "_mm256" if width == 16 else "_mm"
+    return f"{prefix}_add_ps({_half(op.input, 0, x)}, {_half(op.input, 1, x)})"
 
 
 class DotPathError(ValueError):
@@ -575,6 +586,8 @@ def vector_expr(op: Operation, name: Callable[[SSAValue], str]  # noqa: C901 (on
         return _extract(op, name)
     if isinstance(op, loop.FoldHalfOp):
         return _fold_half(op, name)
+    if isinstance(op, loop.HalfOp):
+        return _half(op.input, op.half.data, name(op.input))
     if isinstance(op, loop.LaneSumsOp):
         assert isinstance(op.inputs[0].type, VectorType)
         width = _shape(op.inputs[0].type)[0]

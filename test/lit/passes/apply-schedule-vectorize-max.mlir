@@ -1,6 +1,7 @@
 // apply-schedule vectorizes a row's max (loop "m" carrying acc =
 // maximumf(acc, x), acc read by nothing else) by 8 with its exact fallback:
-// lanes of partial maxima from a splat of the init, folded in lane order
+// lanes of partial maxima from a splat of the init, folded by halves down to
+// 4 lanes (loop.half, maximumf on vector<4xf32>), then in lane order
 // (loop.extract, maximumf), the tail "m_tail" continuing from that, then, if
 // the result is NaN or zero (the cases whose bits the order decides: which
 // NaN, which zero), the original loop again as "m_seq".
@@ -30,12 +31,17 @@ builtin.module {
 // CHECK-NEXT:   %[[T:[^ ]+]] = arith.maximumf %[[ACC]], %[[X]] : vector<8xf32>
 // CHECK-NEXT:   loop.yield %[[T]] : vector<8xf32>
 // CHECK-NEXT: }
-// CHECK-NEXT: %[[L0:[^ ]+]] = loop.extract %[[V]][0] : vector<8xf32> -> f32
-// CHECK-NEXT: %[[L1:[^ ]+]] = loop.extract %[[V]][1] : vector<8xf32> -> f32
+// CHECK-NEXT: %[[LO:[^ ]+]] = loop.half %[[V]][0] : vector<8xf32> -> vector<4xf32>
+// CHECK-NEXT: %[[HI:[^ ]+]] = loop.half %[[V]][1] : vector<8xf32> -> vector<4xf32>
+// CHECK-NEXT: %[[H:[^ ]+]] = arith.maximumf %[[LO]], %[[HI]] : vector<4xf32>
+// CHECK-NEXT: %[[L0:[^ ]+]] = loop.extract %[[H]][0] : vector<4xf32> -> f32
+// CHECK-NEXT: %[[L1:[^ ]+]] = loop.extract %[[H]][1] : vector<4xf32> -> f32
 // CHECK-NEXT: %[[F1:[^ ]+]] = arith.maximumf %[[L0]], %[[L1]] : f32
-// CHECK-COUNT-6: loop.extract %[[V]]
-// CHECK:      %[[F7:[^ ]+]] = arith.maximumf %{{.*}}, %{{.*}} : f32
-// CHECK-NEXT: %[[R:[^ ]+]] = loop.for "m_tail" %{{.*}} = %[[MID]] to %n iter(%{{.*}} = %[[F7]]) -> (f32) {
+// CHECK-NEXT: %[[L2:[^ ]+]] = loop.extract %[[H]][2] : vector<4xf32> -> f32
+// CHECK-NEXT: %[[F2:[^ ]+]] = arith.maximumf %[[F1]], %[[L2]] : f32
+// CHECK-NEXT: %[[L3:[^ ]+]] = loop.extract %[[H]][3] : vector<4xf32> -> f32
+// CHECK-NEXT: %[[F3:[^ ]+]] = arith.maximumf %[[F2]], %[[L3]] : f32
+// CHECK-NEXT: %[[R:[^ ]+]] = loop.for "m_tail" %{{.*}} = %[[MID]] to %n iter(%{{.*}} = %[[F3]]) -> (f32) {
 // CHECK:      }
 // CHECK-NEXT: %[[ZC:[^ ]+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT: %[[NAN:[^ ]+]] = arith.cmpf une, %[[R]], %[[R]] : f32

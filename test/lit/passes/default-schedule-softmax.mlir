@@ -1,8 +1,9 @@
 // default-schedule of a softmax row kernel whose rows have a symbolic length
 // (attention's scores: past + seq keys). Its max (loop "m") is vectorized
-// with its exact fallback: lanes of partial maxima, folded in lane order, the
-// tail after them, and where that is NaN or zero the sequential loop again
-// ("m_seq": which NaN or zero wins is the order's). Its sum's lanes loop "k"
+// with its exact fallback: lanes of partial maxima, folded by halves down to 4
+// lanes and then in lane order, the tail after them, and where that is NaN or
+// zero the sequential loop again ("m_seq": which NaN or zero wins is the
+// order's). Its sum's lanes loop "k"
 // (16 lanes, a symbolic trip count) runs its whole groups of 16 as vectors
 // (two of 8 on AVX2, one of 16 on AVX-512), then its lanes as scalars, the
 // 15 iterations that may follow each adding to its lane under a loop.if, and
@@ -30,7 +31,10 @@ graph.func @softmax {
 // CHECK:        loop.for "d0" {{.*}} parallel 1 {
 // CHECK:          %[[V:[^ ]+]] = loop.for "m" {{.*}} step 8 iter({{.*}}) -> (vector<8xf32>) {
 // CHECK:            arith.maximumf {{.*}} : vector<8xf32>
-// CHECK-COUNT-8:  loop.extract %[[V]]
+// CHECK:          %[[LO:[^ ]+]] = loop.half %[[V]][0] : vector<8xf32> -> vector<4xf32>
+// CHECK-NEXT:     %[[HI:[^ ]+]] = loop.half %[[V]][1] : vector<8xf32> -> vector<4xf32>
+// CHECK-NEXT:     %[[H:[^ ]+]] = arith.maximumf %[[LO]], %[[HI]] : vector<4xf32>
+// CHECK-COUNT-4:  loop.extract %[[H]]
 // CHECK:          %[[R:[^ ]+]] = loop.for "m_tail" {{.*}} -> (f32) {
 // CHECK:          %[[NAN:[^ ]+]] = arith.cmpf une, %[[R]], %[[R]] : f32
 // CHECK-NEXT:     %[[ZERO:[^ ]+]] = arith.cmpf oeq, %[[R]], %{{.*}} : f32

@@ -18,6 +18,7 @@ operands, ``arith.select`` wants a scalar condition and ``arith.sitofp`` and
     %s = loop.lanesum %v : vector<8xf32> -> f32         the lanes' halving tree
     %t = loop.lanesum %v tree [2, 0, 1] : vector<8xf32> -> f32   the lanes' tree
     %h = loop.foldhalf %v : vector<16xf32> -> vector<8xf32>   lane i: v[i] + v[i + 8]
+    %u = loop.half %v[1] : vector<16xf32> -> vector<8xf32>    lane i: v[i + 8]
     %p = loop.dot4 %xq, %w : vector<4xi8> -> i32        sum_j (w[j] + 128) * xq[j], exact
     %d = loop.dot4 %xq, %w : vector<32xi8> -> vector<8xi32>   the same per 4 bytes
 
@@ -560,6 +561,66 @@ class FoldHalfOp(IRDLOperation):
         return cls.build(operands=[value], result_types=[result])
 
 
+@irdl_op_definition
+class HalfOp(IRDLOperation):
+    """The low (``[0]``) or high (``[1]``) half of a vector's lanes, as a vector:
+    lane ``i`` of the result is lane ``i + half * W / 2`` of the operand (a
+    row's max folds its lanes by halves: ``vectorize``).
+
+    ``%h = loop.half %v[1] : vector<16xf32> -> vector<8xf32>``
+    """
+
+    name = "loop.half"
+    input = operand_def(VectorType)
+    half = prop_def(IntAttr)
+    result = result_def(VectorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, value: SSAValue, half: int) -> None:
+        assert isinstance(value.type, VectorType)
+        lanes = value.type.get_shape()[0] // 2
+        super().__init__(operands=[value], properties={"half": IntAttr(half)},
+                         result_types=[VectorType(value.type.element_type, [lanes])])
+
+    def verify_(self) -> None:
+        vector = _vector(self.input.type, self.name)
+        lanes = vector.get_shape()[0]
+        if vector.element_type != f32 or lanes not in LANE_COUNTS or lanes < 8:
+            raise VerifyException(f"loop.half: expected a vector of 8 to 32 f32 lanes, got "
+                                  f"{vector}")
+        if self.half.data not in (0, 1):
+            raise VerifyException(f"loop.half: the half is 0 (low) or 1 (high), got "
+                                  f"{self.half.data}")
+        want = VectorType(f32, [lanes // 2])
+        if self.result.type != want:
+            raise VerifyException(f"loop.half: the result of {vector} must be {want}, "
+                                  f"got {self.result.type}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.input)
+        printer.print_string(f"[{self.half.data}] : ")
+        printer.print_attribute(self.input.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> HalfOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation("[")
+        half = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        parser.parse_punctuation("]")
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        vector = parser.parse_type()
+        if not isinstance(vector, VectorType):
+            parser.raise_error(f"expected a vector type, got {vector}", pos, parser.pos)
+        parser.parse_punctuation("->")
+        result = parser.parse_type()
+        return cls.build(operands=[parser.resolve_operand(value, vector)],
+                         result_types=[result], properties={"half": IntAttr(half)})
+
+
 DOT_GROUP = 4  # bytes per lane of ``loop.dot4`` (one vpdpbusd dword)
 DOT_LANES = (1, 4, 8, 16)  # i32 lanes of a ``loop.dot4`` (1: a scalar i32)
 
@@ -795,5 +856,5 @@ class ExtractOp(IRDLOperation):
 
 
 VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, VSIToFPOp, VFPToSIOp,
-                                         LaneSumOp, FoldHalfOp, DotI8Op, LaneSumsOp, VPackOp,
-                                         ExtractOp]
+                                         LaneSumOp, FoldHalfOp, HalfOp, DotI8Op, LaneSumsOp,
+                                         VPackOp, ExtractOp]

@@ -471,6 +471,24 @@ loop.kernel @k() syms [] access [] footprints [] {
 
 // -----
 
+// a half that is neither the low (0) nor the high (1) one
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<16xf32>
+  %h = loop.half %v[2] : vector<16xf32> -> vector<8xf32>
+}
+// CHECK: error: loop.half: the half is 0 (low) or 1 (high), got 2
+
+// -----
+
+// a half of the wrong width
+loop.kernel @k() syms [] access [] footprints [] {
+  %v = "test.op"() : () -> vector<16xf32>
+  %h = loop.half %v[0] : vector<16xf32> -> vector<16xf32>
+}
+// CHECK: error: loop.half: the result of vector<16xf32> must be vector<8xf32>, got vector<16xf32>
+
+// -----
+
 // the halving tree of 64 lanes (lanes are 2, 4, 8, 16 or 32)
 loop.kernel @k() syms [] access [] footprints [] {
   %v = "test.op"() : () -> vector<64xf32>

@@ -3,7 +3,7 @@
 // vectorized, with math.fma, loop.lanesum, and slp's loop.lanesums,
 // loop.vpack and loop.extract), spec §5 kernel A's lanes loop
 // (lanes 32, tail 8, a tree) over int8 data and its vectorized form (vector
-// i8 loads, loop.vsitofp, loop.lanesum with a tree, loop.foldhalf), the program that
+// i8 loads, loop.vsitofp, loop.lanesum with a tree, loop.foldhalf, loop.half), the program that
 // launches them and a program's requirements on its symbols.
 // RUN: nc-opt %s | filecheck %s
 // RUN: nc-opt %s | nc-opt | filecheck %s
@@ -119,6 +119,7 @@ builtin.module {
     }
     %t = loop.lanesum %v tree [2, 0, 1] : vector<8xf32> -> f32
     %half = loop.foldhalf %v : vector<8xf32> -> vector<4xf32>
+    %high = loop.half %v[1] : vector<8xf32> -> vector<4xf32>
     loop.store %t, %out[%c1] strides [1] : f32
   }
   loop.program @p syms ["seq"] {
@@ -233,6 +234,7 @@ builtin.module {
 // CHECK-NEXT:    }
 // CHECK-NEXT:    %t = loop.lanesum %v tree [2, 0, 1] : vector<8xf32> -> f32
 // CHECK-NEXT:    %half = loop.foldhalf %v : vector<8xf32> -> vector<4xf32>
+// CHECK-NEXT:    %high = loop.half %v[1] : vector<8xf32> -> vector<4xf32>
 
 // CHECK-LABEL: loop.program @p syms ["seq"] {
 // CHECK-NEXT:    %x = loop.buffer input "x" : !loop.buf<[seq, 16], f32>
@@ -295,6 +297,7 @@ builtin.module {
 // GENERIC:          %w_1 = "loop.vsitofp"(%w8_1) : (vector<8xi8>) -> vector<8xf32>
 // GENERIC:        %t = "loop.lanesum"(%v) <{tree = [#builtin.int<2>, #builtin.int<0>, #builtin.int<1>]}> : (vector<8xf32>) -> f32
 // GENERIC-NEXT:   %half = "loop.foldhalf"(%v) : (vector<8xf32>) -> vector<4xf32>
+// GENERIC-NEXT:   %high = "loop.half"(%v) <{half = #builtin.int<1>}> : (vector<8xf32>) -> vector<4xf32>
 // GENERIC:        "loop.program"() <{sym_name = "p", syms = ["seq"]}> ({
 // GENERIC:          %wp = "loop.buffer"() <{kind = "packed", name = "w", tile = #builtin.int<8>}> : () -> !loop.buf<[2, 16, 8], f32>
 // GENERIC-NEXT:     %c = "loop.buffer"() <{kind = "const", value = #graph.elements<f32: [1.0, -0.5]>}> : () -> !loop.buf<[2], f32>
