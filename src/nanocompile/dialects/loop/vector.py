@@ -268,6 +268,32 @@ def _parse_unary(parser: Parser, vector_result: bool, tree_of: str | None = None
     return parser.resolve_operand(value, types[0]), types[1], tree
 
 
+def _print_indexed(printer: Printer, operand: SSAValue, index: int, result: SSAValue) -> None:
+    """`` %v[i] : T -> U``: a vector op with a constant index (extract, half)."""
+    printer.print_string(" ")
+    printer.print_operand(operand)
+    printer.print_string(f"[{index}] : ")
+    printer.print_attribute(operand.type)
+    printer.print_string(" -> ")
+    printer.print_attribute(result.type)
+
+
+def _parse_indexed(parser: Parser) -> tuple[SSAValue, int, Attribute]:
+    """The resolved vector operand, the index and the result type of
+    `` %v[i] : T -> U``."""
+    value = parser.parse_unresolved_operand()
+    parser.parse_punctuation("[")
+    index = parser.parse_integer(allow_boolean=False, allow_negative=False)
+    parser.parse_punctuation("]")
+    parser.parse_punctuation(":")
+    pos = parser.pos
+    vector = parser.parse_type()
+    if not isinstance(vector, VectorType):
+        parser.raise_error(f"expected a vector type, got {vector}", pos, parser.pos)
+    parser.parse_punctuation("->")
+    return parser.resolve_operand(value, vector), index, parser.parse_type()
+
+
 @irdl_op_definition
 class SplatOp(IRDLOperation):
     """Every lane of the result is the scalar operand."""
@@ -597,28 +623,13 @@ class HalfOp(IRDLOperation):
                                   f"got {self.result.type}")
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_operand(self.input)
-        printer.print_string(f"[{self.half.data}] : ")
-        printer.print_attribute(self.input.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
+        _print_indexed(printer, self.input, self.half.data, self.result)
 
     @classmethod
     def parse(cls, parser: Parser) -> HalfOp:
-        value = parser.parse_unresolved_operand()
-        parser.parse_punctuation("[")
-        half = parser.parse_integer(allow_boolean=False, allow_negative=False)
-        parser.parse_punctuation("]")
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        vector = parser.parse_type()
-        if not isinstance(vector, VectorType):
-            parser.raise_error(f"expected a vector type, got {vector}", pos, parser.pos)
-        parser.parse_punctuation("->")
-        result = parser.parse_type()
-        return cls.build(operands=[parser.resolve_operand(value, vector)],
-                         result_types=[result], properties={"half": IntAttr(half)})
+        value, half, result = _parse_indexed(parser)
+        return cls.build(operands=[value], result_types=[result],
+                         properties={"half": IntAttr(half)})
 
 
 DOT_GROUP = 4  # bytes per lane of ``loop.dot4`` (one vpdpbusd dword)
@@ -831,28 +842,13 @@ class ExtractOp(IRDLOperation):
                                   f"got {self.result.type}")
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_operand(self.input)
-        printer.print_string(f"[{self.lane.data}] : ")
-        printer.print_attribute(self.input.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
+        _print_indexed(printer, self.input, self.lane.data, self.result)
 
     @classmethod
     def parse(cls, parser: Parser) -> ExtractOp:
-        value = parser.parse_unresolved_operand()
-        parser.parse_punctuation("[")
-        lane = parser.parse_integer(allow_boolean=False, allow_negative=False)
-        parser.parse_punctuation("]")
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        vector = parser.parse_type()
-        if not isinstance(vector, VectorType):
-            parser.raise_error(f"expected a vector type, got {vector}", pos, parser.pos)
-        parser.parse_punctuation("->")
-        result = parser.parse_type()
-        return cls.build(operands=[parser.resolve_operand(value, vector)],
-                         result_types=[result], properties={"lane": IntAttr(lane)})
+        value, lane, result = _parse_indexed(parser)
+        return cls.build(operands=[value], result_types=[result],
+                         properties={"lane": IntAttr(lane)})
 
 
 VECTOR_OPS: list[type[IRDLOperation]] = [SplatOp, VCmpOp, VSelectOp, VSIToFPOp, VFPToSIOp,
