@@ -18,6 +18,12 @@ to bench/results.jsonl (kind "profile").
 mapped bf16 tensors (``SnapshotWeights(snap, "bf16")``), ``--weights f32``
 the graph of f32 weights widened at load; the default is the snapshot's
 format (``inference.engine.default_weights``: bf16 for a bf16 snapshot).
+``--weights int8`` / ``int8-dot`` compile the snapshot's graph after
+``quantize-int8`` (spec §5's kernel A / B, the int8 embedding and LM head, as
+``nanocompile.load(weights=...)`` does) bound to the int8 cache's matrices.
+The program is scheduled with this machine's tuned winners when the tuning
+records hold any (``NANOCOMPILE_TUNING=off``: the hand schedules), as
+``nanocompile generate`` runs it.
 """
 
 from __future__ import annotations
@@ -43,8 +49,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", type=int, default=16, help="prefill tokens (default 16)")
     parser.add_argument("--no-schedule", action="store_true",
                         help="profile the phase-3 program (no schedules)")
-    parser.add_argument("--weights", choices=["bf16", "f32"], default=None,
-                        help="weight format (default: the snapshot's, bf16 for a bf16 snapshot)")
+    parser.add_argument("--weights", choices=["bf16", "f32", "int8", "int8-dot"], default=None,
+                        help="weight format (default: the snapshot's, bf16 for a bf16 "
+                             "snapshot; int8 / int8-dot: spec 5's kernel A / B, quantized "
+                             "from the snapshot as nanocompile generate --weights does)")
     parser.add_argument("--out", type=Path, default=None,
                         help="results file to append to (default bench/results.jsonl)")
     parser.add_argument("--no-append", action="store_true", help="do not append the result")
@@ -131,12 +139,19 @@ def _profiled_state_forward(engine: Any, program: Any, ids: list[int], cache: An
 def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
                   schedule: bool, weights: str | None = None, kv: str = "state"
                   ) -> dict[str, Any]:
-    """Profile ``rounds`` prefill and decode steps (``weights``: "bf16", "f32" or None,
-    the snapshot's format; ``kv``: the graph's KV form, models.qwen2.KV_FORMS)."""
-    from nanocompile.api import PREFILL_CHUNK, ensure_default_snapshot, realigned
+    """Profile ``rounds`` prefill and decode steps (``weights``: "bf16", "f32", "int8",
+    "int8-dot" or None, the snapshot's format; ``kv``: the graph's KV form,
+    models.qwen2.KV_FORMS)."""
+    from nanocompile.api import (
+        INT8_FORMATS,
+        PREFILL_CHUNK,
+        ensure_default_snapshot,
+        int8_weights,
+        realigned,
+    )
     from nanocompile.backend.runtime import CompiledBackend
     from nanocompile.checkpoint.snapshot import Snapshot
-    from nanocompile.compiler import compile_program
+    from nanocompile.compiler import compile_program, int8_pass, quantize_graph
     from nanocompile.inference.engine import (
         Engine,
         SnapshotWeights,
@@ -156,18 +171,25 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
     if fmt == "bf16" and default_weights(snap) != "bf16":
         raise BenchError(f"--weights bf16: {directory} stores no tensor in bf16 "
                          "(use --weights f32)")
+    # the format the graph declares its weights in: int8's are quantized from it
+    base = default_weights(snap) if fmt in INT8_FORMATS else fmt
     if fmt == "bf16":
         snap = realigned(snap)  # as nanocompile.load maps it
-    wide = wide_weights(snap) if fmt == "bf16" else frozenset()
-    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True, weights=fmt, wide=wide,
+    wide = wide_weights(snap) if base == "bf16" else frozenset()
+    graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True, weights=base, wide=wide,
                                                        kv=kv))
+    bound: Any = SnapshotWeights(snap, base)
+    quantize = ""
+    if fmt in INT8_FORMATS:  # as nanocompile.load(weights=fmt): the int8 embedding too
+        quantize = int8_pass(True, INT8_FORMATS[fmt])
+        bound = int8_weights(snap, quantize_graph(graph, quantize, verify=False), bound)
     print(f"bench profile: compiling ({fmt} weights) ...", file=sys.stderr)
-    program = compile_program(graph, SnapshotWeights(snap, fmt), schedule=schedule)
+    program = compile_program(graph, bound, schedule=schedule, quantize=quantize)
     program.set_threads(threads)
     engine = Engine(snap.config, CompiledBackend(program), chunk=PREFILL_CHUNK, kv=kv)
     ids = [int(i) for i in np.random.default_rng(0).integers(100, 150_000, prompt)]
     result: dict[str, Any] = {"threads": program.threads(), "schedule": schedule,
-                              "weights": fmt, "kv": kv}
+                              "weights": fmt, "kv": kv, "quantize": quantize}
     per: dict[str, list[tuple[float, list[tuple[str, int]]]]] = {"prefill": [], "decode": []}
     for r in range(rounds + 1):  # round 0 warms up
         cache = engine.new_cache(prompt + 2)

@@ -29,3 +29,26 @@ def test_a_prompt_of_two_chunks_is_profiled_whole(tiny_snapshot: Path, kv: str) 
         assert 0 < r["kernels_ms"] <= r["wall_ms"]
         assert r["between_launches_ms"] >= 0
         assert r["outside_entry_ms"] >= 0
+
+
+@pytest.mark.parametrize(("weights", "kernel"), [("int8", "a"), ("int8-dot", "b")])
+def test_int8_formats_profile_the_quantized_program(tiny_snapshot: Path, weights: str,
+                                                    kernel: str) -> None:
+    """``--weights int8`` / ``int8-dot`` profile the program ``nanocompile.load``
+    runs for that format: the graph after ``quantize-int8`` (kernel A / B, the
+    int8 embedding and LM head), whose kernels are not the bf16 program's."""
+    from nanocompile.compiler import int8_pass
+
+    result = profile_steps(tiny_snapshot, threads=1, rounds=1, prompt=5, schedule=True,
+                           weights=weights)
+    plain = profile_steps(tiny_snapshot, threads=1, rounds=1, prompt=5, schedule=True,
+                          weights="bf16")
+    assert result["weights"] == weights
+    assert result["quantize"] == int8_pass(True, kernel)
+    assert plain["quantize"] == ""
+    names = set(result["decode"]["by_kernel_ms"])
+    assert names != set(plain["decode"]["by_kernel_ms"])
+    if kernel == "b":  # kernel B's projections: matmul_i8 kernels
+        assert any("matmul_i8" in name for name in names), names
+    for step in ("prefill", "decode"):
+        assert 0 < result[step]["kernels_ms"] <= result[step]["wall_ms"]
