@@ -864,8 +864,24 @@ def _subparser(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    """``nanocompile --version``: this package's version and what it runs on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from nanocompile import __version__
+
+    try:
+        xdsl = version("xdsl")
+    except PackageNotFoundError:  # a source tree without the package installed
+        xdsl = "not installed"
+    python = ".".join(str(n) for n in sys.version_info[:3])
+    return f"{PROG} {__version__} (xdsl {xdsl}, Python {python})"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="A small tensor compiler for Qwen2 on xDSL.")
+    parser.add_argument("--version", action="version", version=_version(),
+                        help="print the versions of nanocompile, xDSL and Python, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     gen = _subparser(sub, "generate", help="continue a prompt, streaming the tokens",

@@ -442,3 +442,17 @@ def test_default_model_is_generated_once_and_says_it_is_synthetic(
     assert "generating the synthetic" not in second.stderr
     assert second.stdout == first.stdout
     shutil.rmtree(home)
+
+
+def test_version_names_the_package_xdsl_and_python(env: dict[str, str]) -> None:
+    """``nanocompile --version`` prints one line and exits 0, without a command
+    (argparse wants one otherwise) and without loading a model."""
+    from importlib.metadata import version
+
+    import nanocompile
+
+    proc = run(env, "--version")
+    python = ".".join(str(n) for n in sys.version_info[:3])
+    assert proc.stdout == (f"nanocompile {nanocompile.__version__} (xdsl {version('xdsl')}, "
+                           f"Python {python})\n")
+    assert proc.stderr == ""
