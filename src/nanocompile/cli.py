@@ -878,9 +878,23 @@ def _version() -> str:
     return f"{PROG} {__version__} (xdsl {xdsl}, Python {python})"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, its text read only when asked for (the package metadata
+    lookup costs ~60 ms, which every other command would pay)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(_version())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="A small tensor compiler for Qwen2 on xDSL.")
-    parser.add_argument("--version", action="version", version=_version(),
+    parser.add_argument("--version", action=_VersionAction,
                         help="print the versions of nanocompile, xDSL and Python, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -456,3 +456,17 @@ def test_version_names_the_package_xdsl_and_python(env: dict[str, str]) -> None:
     assert proc.stdout == (f"nanocompile {nanocompile.__version__} (xdsl {version('xdsl')}, "
                            f"Python {python})\n")
     assert proc.stderr == ""
+
+
+def test_the_version_is_read_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other commands do not pay for ``--version``'s metadata lookup (~60 ms)."""
+    from nanocompile import cli
+
+    def refuse() -> str:
+        raise AssertionError("the version was read for another command")
+
+    monkeypatch.setattr(cli, "_version", refuse)
+    args = cli._parser().parse_args(["dump", "--stage", "graph"])
+    assert args.command == "dump"
+    with pytest.raises(AssertionError, match="was read"):
+        cli._parser().parse_args(["--version"])
