@@ -435,6 +435,39 @@ def test_kernel_b_prefill_needs_2x_over_llama_q8_0_in_the_sign_test() -> None:
                                             f"at {t} {word}"}
 
 
+def test_kernel_b_decode_is_held_to_the_int8_decode_goals_on_its_own_lines() -> None:
+    """The issue's "int8 decode" goals judge kernel B too: its own rounds, its own
+    IR bytes, printed apart from kernel A's."""
+    bandwidth = {"gbs": {"1": 20.0}, "time": "t-probe"}  # 0.5 GB at 20 GB/s: 25 ms
+    measurements = [_m(INT8_ENGINE, 1, DECODE, [30.0] * 5),
+                    _m(INT8_DOT_ENGINE, 1, DECODE, [26.0, 26.5, 27.0, 26.0, 30.0]),
+                    _m(LLAMA_Q8, 1, DECODE, [40.0] * 5)]
+    goals = evaluate_goals_issue18(measurements, threads=(1,), decode_bytes=500_000_000,
+                                   bandwidth=bandwidth, dot_decode_bytes=500_000_000)
+    a, b = goals["decode_vs_llama_q8_0"]["1"], goals["kernel_b_decode_vs_llama_q8_0"]["1"]
+    assert a["met"] is False  # 1.33x in every round
+    assert a["median"] == 30.0
+    # 1.5 x the rounds 26, 26.5, 26 is below 40; 27 and 30 are not: 3/5, p = 0.5
+    assert b["median"] == 26.5
+    assert b["sign_test"]["wins"] == 3
+    assert b["met"] is False
+    roof = goals["kernel_b_decode_roofline"]["1"]
+    assert roof["fraction_of_roofline"] == pytest.approx(25.0 / 26.5)
+    assert roof["met"] is True
+    text = format_goals_issue18(goals)
+    assert "  kernel-B decode >= 1.5x faster than llama-q8_0, 1 thr: NOT MET (medians 26.50 " \
+        "vs 40.00 ms/token: llama-q8_0/c-int8-dot 1.51x; 1.5x faster in 3/5 rounds" in text
+    assert "  kernel-B decode at >= 80% of its bandwidth roofline, 1 thr: MET (26.50 ms/token" \
+        in text
+    assert "  decode >= 1.5x faster than llama-q8_0, 1 thr: NOT MET (medians 30.00 vs 40.00 " \
+        "ms/token: llama-q8_0/c-int8 1.33x" in text
+    # without kernel B's bytes its roofline is not judged; kernel A's still is
+    no_bytes = evaluate_goals_issue18(measurements, threads=(1,), decode_bytes=500_000_000,
+                                      bandwidth=bandwidth)
+    assert no_bytes["kernel_b_decode_roofline"]["1"]["met"] is None
+    assert no_bytes["decode_roofline"]["1"]["met"] is True  # 25 / 30 = 83 %
+
+
 def test_int8_goals_without_their_engines_are_not_judged() -> None:
     goals = _goals18([_m(INT8_ENGINE, 1, DECODE, [10.0] * 5)], decode_bytes=None)
     assert goals["decode_vs_llama_q8_0"]["1"]["met"] is None
