@@ -19,7 +19,11 @@ and its next reader fills the cache in large folios; and a mapping of
 weights gets ``MADV_HUGEPAGE`` (`advise_huge`: readahead at a fault then
 allocates 2 MiB folios at once; without it a 16 MiB file re-read through a
 mapping came back 0 of 16 MiB in 2 MiB pages, 64 MiB 24 of 64, with it all).
-Neither changes a byte any kernel reads. A snapshot written by another
+The reader (``SafetensorsFile.open``) reads a file's header through its
+mapping, after the advice, not with ``read()``: a ``read()`` caches the first
+pages in small folios, and no 2 MiB range holding one is mapped in a 2 MiB
+page (a 4.2 MiB int8 gate/up/down entry had been 0 of its 4 MiB in 2 MiB
+pages, session 26). Neither changes a byte any kernel reads. A snapshot written by another
 program (a download) keeps whatever folios its writer left until the kernel
 evicts them. `file_mappings` reads what this process maps in 2 MiB pages
 (the benchmarks record it).
