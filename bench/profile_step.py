@@ -21,9 +21,9 @@ format (``inference.engine.default_weights``: bf16 for a bf16 snapshot).
 ``--weights int8`` / ``int8-dot`` compile the snapshot's graph after
 ``quantize-int8`` (spec §5's kernel A / B, the int8 embedding and LM head, as
 ``nanocompile.load(weights=...)`` does) bound to the int8 cache's matrices.
-The program is scheduled with this machine's tuned winners when the tuning
-records hold any (``NANOCOMPILE_TUNING=off``: the hand schedules), as
-``nanocompile generate`` runs it.
+The program is scheduled with this machine's tuned winners for ``--threads``
+when the tuning records hold any (``NANOCOMPILE_TUNING=off``: the hand
+schedules), as ``nanocompile generate --threads`` runs it.
 """
 
 from __future__ import annotations
@@ -184,7 +184,10 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
         quantize = int8_pass(True, INT8_FORMATS[fmt])
         bound = int8_weights(snap, quantize_graph(graph, quantize, verify=False), bound)
     print(f"bench profile: compiling ({fmt} weights) ...", file=sys.stderr)
-    program = compile_program(graph, bound, schedule=schedule, quantize=quantize)
+    # the winners of the thread count profiled (until session 26 the default
+    # count's: `--threads 1` ran the 2-thread winners on a 2-CPU machine)
+    program = compile_program(graph, bound, schedule=schedule, quantize=quantize,
+                              threads=threads)
     program.set_threads(threads)
     engine = Engine(snap.config, CompiledBackend(program), chunk=PREFILL_CHUNK, kv=kv)
     ids = [int(i) for i in np.random.default_rng(0).integers(100, 150_000, prompt)]

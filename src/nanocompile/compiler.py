@@ -344,7 +344,8 @@ def run_to(graph: ModuleOp, stage: str, options: CompileOptions | None = None
 def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
                     fuse: bool = True, schedule: bool = False, sanitize: bool | None = None,
                     times: CompileTimes | None = None, cache: bool = True,
-                    quantize: str = "", tuned: str | None = None) -> CompiledProgram:
+                    quantize: str = "", tuned: str | None = None,
+                    threads: int | None = None) -> CompiledProgram:
     """Run every stage on ``graph`` (the weight-format pass ``quantize`` first, if
     given; optimize unless ``fuse=False``; with ``schedule=True``, the default
     schedules), build the C (or find it in the cache), load it and bind
@@ -356,11 +357,12 @@ def compile_program(graph: ModuleOp, weights: Mapping[str, np.ndarray], *,
     are read back, and ``program.program`` (the Loop IR) is rebuilt by the
     pipeline only if asked for. A missing or bad entry runs the pipeline and
     stores a new one. ``cache=False`` always runs the pipeline (and stores
-    nothing)."""
+    nothing). ``tuned=None`` takes the tuning records' winners for ``threads``
+    (default: the pool's default thread count)."""
     times = CompileTimes() if times is None else times
     arch = arch_option(CompileOptions().arch if schedule else "scalar")
     if tuned is None:
-        tuned = recorded_winners() if schedule and arch.vector else ""
+        tuned = recorded_winners(threads) if schedule and arch.vector else ""
     options = CompileOptions(fuse=fuse, schedule=schedule, arch=arch.name, quantize=quantize,
                              tuned=tuned)
     times.tuned_winners = len(options.winners)

@@ -52,3 +52,26 @@ def test_int8_formats_profile_the_quantized_program(tiny_snapshot: Path, weights
         assert any("matmul_i8" in name for name in names), names
     for step in ("prefill", "decode"):
         assert 0 < result[step]["kernels_ms"] <= result[step]["wall_ms"]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_profile_runs_the_winners_of_its_thread_count(
+        tiny_snapshot: Path, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--threads N`` profiles the program ``nanocompile generate --threads N``
+    runs: scheduled by the winners recorded for N threads (until session 26 the
+    default count's, so ``--threads 1`` on a 2-CPU machine profiled the 2-thread
+    winners at 1 thread)."""
+    import nanocompile.compiler as compiler
+
+    asked: list[int | None] = []
+
+    def winners(count: int | None = None) -> str:
+        asked.append(count)
+        return ""
+
+    monkeypatch.setenv("NANOCOMPILE_THREADS", "2")
+    monkeypatch.setattr(compiler, "recorded_winners", winners)
+    result = profile_steps(tiny_snapshot, threads=threads, rounds=1, prompt=3, schedule=True,
+                           weights="bf16")
+    assert result["threads"] == threads
+    assert asked == [threads]
