@@ -23,7 +23,15 @@ The reader (``SafetensorsFile.open``) reads a file's header through its
 mapping, after the advice, not with ``read()``: a ``read()`` caches the first
 pages in small folios, and no 2 MiB range holding one is mapped in a 2 MiB
 page (a 4.2 MiB int8 gate/up/down entry had been 0 of its 4 MiB in 2 MiB
-pages, session 26). Neither changes a byte any kernel reads. A snapshot written by another
+pages, session 26), and the snapshot's content hash (a weight file's first
+reader after it is written) reads through a huge-page mapping too: a
+``read()`` pass in 16 MiB pieces leaves the first megabytes of a file in small
+folios while the readahead's folios grow (an 8 MiB file: 0 of 8 MiB in 2 MiB
+pages after it, 8 of 8 hashed through the mapping; the 942 MiB synthetic
+snapshot: 896 of 942). Neither changes a byte any kernel reads. (Session 26
+also found that snapshot at 310 of 942 MiB in 2 MiB pages before any of this
+session's runs, for a reason not found: whatever reads or evicts a file
+decides its folios; `file_mappings` is how the benchmarks see it.) A snapshot written by another
 program (a download) keeps whatever folios its writer left until the kernel
 evicts them. `file_mappings` reads what this process maps in 2 MiB pages
 (the benchmarks record it).

@@ -193,6 +193,39 @@ def test_the_reader_keeps_a_small_weight_file_whole_in_huge_pages(tmp_path: Path
     assert mapped == 4 * MIB
 
 
+def test_hashing_a_snapshot_leaves_its_weights_in_huge_pages(tmp_path: Path) -> None:
+    # the content hash is a weight file's first reader after the snapshot is
+    # written: with read() in 16 MiB pieces an 8 MiB file was then 0 of 8 MiB in
+    # 2 MiB pages (session 26); through a mapping that asks for huge pages, the
+    # page cache keeps the file in 2 MiB folios
+    import hashlib
+
+    from nanocompile.checkpoint import snapshot
+
+    path = tmp_path / "model.safetensors"
+    data = os.urandom(8 * MIB)
+    path.write_bytes(data)
+    pagecache.release_written(path)
+    digest = hashlib.sha256()
+    snapshot._hash_file(digest, path)
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    with open(path, "rb") as fh:
+        mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    view = np.frombuffer(mapping, np.uint8)
+    mapped = _touched(path, view)
+    del view
+    mapping.close()
+    if mapped is None:
+        pytest.skip("no /proc/self/smaps here")
+    if mapped == 0:
+        pytest.skip("this kernel maps this file system's page cache in 4 KiB pages only "
+                    "(none of a file read through a huge-page mapping is in 2 MiB pages)")
+    assert mapped == 8 * MIB
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    snapshot._hash_file(digest, empty)  # a file mmap refuses is read
+
+
 SMAPS_TEXT = """\
 55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]
 Rss:                 132 kB

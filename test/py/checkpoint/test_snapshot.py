@@ -121,6 +121,30 @@ def test_open_single_file(tmp_path: Path) -> None:
         assert snap.nbytes() == (path / "model.safetensors").stat().st_size
 
 
+def test_content_hash_is_the_sha256_of_config_and_weight_files(tmp_path: Path) -> None:
+    """The hash (read through a mapping since session 26) is the sha256 of the
+    names and bytes, computed here with read(), one and two shards."""
+    import hashlib
+
+    def expected(directory: Path, names: list[str]) -> str:
+        digest = hashlib.sha256(b"nanocompile-snapshot/1")
+        for name in names:
+            digest.update(f"\0{name}\0".encode())
+            digest.update((directory / name).read_bytes())
+        return digest.hexdigest()
+
+    (tmp_path / "one").mkdir()
+    one, _ = _snapshot_dir(tmp_path / "one")
+    with Snapshot.open(one) as snap:
+        assert snap.content_hash() == expected(one, ["config.json", "model.safetensors"])
+    two = tmp_path / "two"
+    two.mkdir()
+    (two / "config.json").write_text(json.dumps(MICRO))
+    shards = sorted(set(_write_shards(two, _micro_tensors(MICRO)).values()))
+    with Snapshot.open(two) as snap:
+        assert snap.content_hash() == expected(two, ["config.json", *shards])
+
+
 def test_open_sharded(tmp_path: Path) -> None:
     tensors = _micro_tensors(MICRO)
     (tmp_path / "config.json").write_text(json.dumps(MICRO))
