@@ -28,7 +28,7 @@ from typing import BinaryIO
 import numpy as np
 
 from nanocompile.checkpoint.jsonfile import JSONFileError, parse_json
-from nanocompile.checkpoint.pagecache import advise_huge, release_written
+from nanocompile.checkpoint.pagecache import map_weights, release_written
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 METADATA_KEY = "__metadata__"
@@ -237,7 +237,7 @@ class SafetensorsFile:
                 size = os.fstat(fh.fileno()).st_size
                 if size < 8:
                     raise _fail(path, f"truncated file: {size} bytes, need at least 8")
-                mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                mapping = map_weights(fh.fileno())  # in 2 MiB pages where the kernel can
         except OSError as exc:
             raise _fail(path, f"cannot read ({exc.strerror or exc})") from None
         # the header is read through the mapping, after the advice, never with
@@ -245,7 +245,6 @@ class SafetensorsFile:
         # 2 MiB range holding one of them is never mapped in a 2 MiB page (a
         # 4.2 MiB int8 weight file was 0 of 4 MiB in 2 MiB pages that way, 4 of
         # 4 read through its mapping: checkpoint/pagecache.py)
-        advise_huge(mapping)  # weights in 2 MiB pages where the kernel can
         try:
             header_len = int.from_bytes(mapping[:8], "little")
             if header_len > MAX_HEADER_BYTES:
