@@ -163,11 +163,9 @@ def test_a_written_snapshot_is_read_back_in_huge_pages(tmp_path: Path) -> None:
     assert mapped >= 8 * MIB, mapped
 
 
-def test_the_reader_keeps_a_small_weight_file_whole_in_huge_pages(tmp_path: Path) -> None:
-    # a file the size of an int8 gate/up/down entry (4.2 MiB: two whole 2 MiB
-    # ranges): its header read with read() before the mapping left the first
-    # pages in small folios and the whole file in 4 KiB pages (0 of 4 MiB on
-    # the Zen 4 in session 26); read through the mapping, both ranges are huge
+def _skip_without_huge_file_pages(tmp_path: Path) -> None:
+    """Skip unless a 4 MiB file dropped from the page cache and read back through
+    a mapping that asks for huge pages is mapped whole in 2 MiB pages here."""
     probe = tmp_path / "probe.bin"
     probe.write_bytes(os.urandom(4 * MIB))
     pagecache.release_written(probe)
@@ -175,11 +173,20 @@ def test_the_reader_keeps_a_small_weight_file_whole_in_huge_pages(tmp_path: Path
         mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     pagecache.advise_huge(mapping)
     view = np.frombuffer(mapping, np.uint8)
-    if _touched(probe, view) != 4 * MIB:
-        pytest.skip("this kernel does not map a freshly read 4 MiB file in 2 MiB pages "
-                    "(FilePmdMapped): nothing to keep here")
+    whole = _touched(probe, view) == 4 * MIB
     del view
     mapping.close()
+    if not whole:
+        pytest.skip("this kernel does not map a freshly read 4 MiB file in 2 MiB pages "
+                    "(FilePmdMapped): nothing to test here")
+
+
+def test_the_reader_keeps_a_small_weight_file_whole_in_huge_pages(tmp_path: Path) -> None:
+    # a file the size of an int8 gate/up/down entry (4.2 MiB: two whole 2 MiB
+    # ranges): its header read with read() before the mapping left the first
+    # pages in small folios and the whole file in 4 KiB pages (0 of 4 MiB on
+    # the Zen 4 in session 26); read through the mapping, both ranges are huge
+    _skip_without_huge_file_pages(tmp_path)
     q = np.frombuffer(os.urandom(896 * 4864), np.int8).reshape(4864, 896)
     path = tmp_path / "model.layers.0.mlp.gate_proj.weight.safetensors"
     st.write_safetensors(path, {"int8": ("I8", q), "scale": ("F32", np.ones(4864, np.float32))},
@@ -230,18 +237,7 @@ def test_a_large_weight_file_cached_in_small_folios_is_read_back_in_huge_pages(
     # back once by the reader (the synthetic snapshot: 310 and 802 of 942 MiB
     # in 2 MiB pages on the Zen 4 in session 26, 942 of 942 after); a file none
     # of which is huge is left alone (below)
-    probe = tmp_path / "probe.bin"
-    probe.write_bytes(os.urandom(4 * MIB))
-    pagecache.release_written(probe)
-    with open(probe, "rb") as fh:
-        mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    pagecache.advise_huge(mapping)
-    view = np.frombuffer(mapping, np.uint8)
-    if _touched(probe, view) != 4 * MIB:
-        pytest.skip("this kernel does not map a freshly read file in 2 MiB pages "
-                    "(FilePmdMapped): nothing to settle here")
-    del view
-    mapping.close()
+    _skip_without_huge_file_pages(tmp_path)
     weights = np.frombuffer(os.urandom(pagecache.SETTLE_BYTES + 8 * MIB), np.float32)
     path = tmp_path / "model.safetensors"
     header = b'{"w":{"dtype":"F32","shape":[%d],"data_offsets":[0,%d]}}' % (
