@@ -1135,7 +1135,7 @@ def format_goals_issue18(goals: dict[str, Any]) -> str:
                      f"{agree['of']} agree (different int8 formats: per-row vs per-32 scales)")
     missed, judged, met = [], 0, 0
     for key, title in GOAL18_TITLES.items():
-        for t, g in goals.get(key, {}).items():
+        for t, g in goals[key].items():
             line = f"  {title}, {t} thr: {_met(g)}"
             if g["met"] is not None:
                 judged += 1

@@ -153,10 +153,10 @@ def map_weights(fd: int) -> mmap.mmap:
     file none of whose ranges is huge is left as it is: a kernel or file
     system without large folios would otherwise be read from disk at every
     load (so a download still in its writer's small folios stays so until
-    evicted). Session 26 found the synthetic snapshot at
-    310 of its 942 MiB in 2 MiB pages before a run, and at 802 after the test
-    suite (transformers reads it with its own reader). A warm file already in
-    2 MiB folios costs the touches and one read of ``smaps``."""
+    evicted). Session 26 found the synthetic snapshot at 310 of its 942 MiB
+    in 2 MiB pages before a run, and at 802 after a run of the test suite. A
+    warm file already in 2 MiB folios costs the touches and one read of
+    ``smaps``."""
     mapping = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     if not advise_huge(mapping) or len(mapping) < SETTLE_BYTES:
         return mapping

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 import resource
 import shutil
@@ -29,7 +28,7 @@ import numpy as np
 
 from nanocompile.checkpoint.config import ConfigError, Qwen2Config
 from nanocompile.checkpoint.jsonfile import JSONFileError, parse_json, read_json
-from nanocompile.checkpoint.pagecache import advise_huge
+from nanocompile.checkpoint.pagecache import map_weights
 from nanocompile.checkpoint.safetensors import (
     EXACT_F32_DTYPES,
     SafetensorsError,
@@ -506,21 +505,20 @@ HASH_CHUNK = 1 << 24
 
 
 def _hash_file(digest: Any, path: Path) -> None:
-    """Feed ``path``'s bytes to ``digest`` through a mapping that asks for huge
-    pages, not with ``read()``: a weight file's first reader decides the folios
-    the page cache keeps it in, and a ``read()`` pass leaves the first megabytes
-    in small folios, mapped 4 KiB at a time by every later run (an 8 MiB file:
-    none of it in 2 MiB pages; checkpoint/pagecache.py). A file that cannot be
-    mapped is read."""
+    """Feed ``path``'s bytes to ``digest`` through the weights' mapping
+    (``pagecache.map_weights``: huge pages asked for), not with ``read()``: a
+    weight file's first reader decides the folios the page cache keeps it in,
+    and a ``read()`` pass leaves the first megabytes in small folios, mapped 4
+    KiB at a time by every later run (an 8 MiB file: none of it in 2 MiB
+    pages; checkpoint/pagecache.py). A file that cannot be mapped is read."""
     with path.open("rb") as fh:
         try:
-            mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            mapping = map_weights(fh.fileno())
         except (OSError, ValueError):  # empty, or a file system without mmap
             while chunk := fh.read(HASH_CHUNK):
                 digest.update(chunk)
             return
     with mapping:
-        advise_huge(mapping)
         view = memoryview(mapping)
         try:
             for start in range(0, len(view), HASH_CHUNK):
