@@ -40,7 +40,7 @@ from nanocompile.analysis.work import count_work
 from nanocompile.api import Int8Weights, Model, int8_cache_dir, load
 from nanocompile.backend import program_cache
 from nanocompile.checkpoint.safetensors import write_safetensors
-from nanocompile.checkpoint.snapshot import QUANTIZING, Int8Cache, Snapshot
+from nanocompile.checkpoint.snapshot import QUANTIZING, Int8Cache, Snapshot, entry_group
 from nanocompile.compiler import int8_pass, lower_to_loop, optimize_graph
 from nanocompile.models.qwen2 import Qwen2GraphOptions, build_qwen2
 
@@ -95,8 +95,14 @@ def test_cache_holds_spec_quantization_and_maps_it_the_second_time(
         assert q.ctypes.data % 64 == 0, name  # the int8 rows start on a cache line
         np.testing.assert_array_equal(q, first[name][0])
         np.testing.assert_array_equal(scale, first[name][1])
+    # a file per decoder layer, the embedding alone
+    layers = sorted({".".join(n.split(".")[:3]) for n in names if n.startswith("model.layers.")})
+    assert len(layers) == 2
     assert sorted(p.name for p in again.directory.iterdir()) == \
-        sorted(f"{n}.safetensors" for n in names)
+        sorted(f"{g}.safetensors" for g in [*layers, "model.embed_tokens.weight"])
+    for name in names:
+        assert again.path(name).name == f"{entry_group(name)}.safetensors"
+        assert second[name][1].ctypes.data % 64 == 0, name  # the scales too
 
 
 def _flip_last_byte(path: Path) -> None:
@@ -122,9 +128,11 @@ def _stale_metadata(path: Path) -> None:  # a valid file whose data does not mat
     from nanocompile.checkpoint.safetensors import SafetensorsFile
 
     with SafetensorsFile.open(path) as f:
-        q, scale, meta = np.array(f.raw("int8")), np.array(f.raw("scale")), dict(f.metadata)
+        tensors = {n: (f.dtype(n), np.array(f.raw(n))) for n in f.names}
+        meta = dict(f.metadata)
+    q = tensors[min(n for n in tensors if n.endswith(".int8"))][1]
     q[0, 0] = -q[0, 0] if q[0, 0] else 1
-    write_safetensors(path, {"int8": ("I8", q), "scale": ("F32", scale)}, meta)
+    write_safetensors(path, tensors, meta, data_alignment=64)
 
 
 @pytest.mark.parametrize("damage", [_flip_last_byte, _truncate, _garbage, _directory,
@@ -132,18 +140,20 @@ def _stale_metadata(path: Path) -> None:  # a valid file whose data does not mat
 def test_damaged_entry_is_quantized_again(tiny_snapshot: Path, tmp_path: Path,
                                           damage: object) -> None:
     snap = Snapshot.open(tiny_snapshot)
-    names = matrices(snap, embedding=False)[:3]  # q, k, v of layer 0
+    layers = matrices(snap, embedding=False)
+    names = layers[:3] + layers[-1:]  # q, k, v of layer 0 (one entry), and a layer-1 matrix
+    assert len({entry_group(n) for n in names}) == 2
     cache = Int8Cache(snap, tmp_path)
     good = {n: (np.array(q), np.array(s)) for n, (q, s) in cache.load(names).items()}
     victim = cache.path(names[0])
-    if damage == "other":  # another tensor's (valid) entry under this name
-        shutil.copyfile(cache.path(names[1]), victim)
+    if damage == "other":  # another layer's (valid) entry in this one's place
+        shutil.copyfile(cache.path(names[-1]), victim)
     else:
         assert callable(damage)
         damage(victim)
     again = Int8Cache(snap, tmp_path)
     got = again.load(names)
-    assert again.quantized == 1
+    assert again.quantized == 3  # the damaged entry's matrices, not the other layer's
     for name in names:
         np.testing.assert_array_equal(got[name][0], good[name][0], err_msg=name)
         np.testing.assert_array_equal(got[name][1], good[name][1], err_msg=name)
@@ -307,7 +317,7 @@ def test_second_load_uses_the_cache_and_says_nothing(tiny_snapshot: Path, home: 
     assert quantizing[-1] == (15, 15)
     assert int8_cache_dir().is_relative_to(home)
     entries = sorted(int8_cache_dir().glob("*/*.safetensors"))
-    assert len(entries) == 15
+    assert len(entries) == 3  # a file per decoder layer and the embedding's
     written = [p.stat().st_mtime_ns for p in entries]
     second_steps: list[tuple[str, int, int]] = []
     second = load(tiny_snapshot, weights="int8", backend="interpreter",

@@ -360,12 +360,12 @@ def _storage_array(path: Path, name: str, dtype: str, array: np.ndarray) -> np.n
 
 def _header_bytes(
     specs: Mapping[str, tuple[str, tuple[int, ...]]], metadata: Mapping[str, str] | None,
-    data_alignment: int = 8,
+    data_alignment: int = 8, keep_order: bool = False,
 ) -> tuple[bytes, list[str], list[int]]:
     header: dict[str, object] = {}
     if metadata:
         header[METADATA_KEY] = dict(metadata)
-    order = sorted(specs)
+    order = list(specs) if keep_order else sorted(specs)
     sizes = []
     offset = 0
     for name in order:
@@ -389,16 +389,18 @@ def write_safetensors_stream(
     chunks: Callable[[str], Iterable[np.ndarray]],
     metadata: Mapping[str, str] | None = None,
     data_alignment: int = 8,
+    keep_order: bool = False,
 ) -> None:
     """Write a safetensors file whose tensors are produced one at a time.
 
     ``specs`` maps each name to ``(dtype, shape)``; ``chunks(name)`` yields
     arrays whose bytes, concatenated in order, are that tensor (so a large
     tensor never needs to be in memory at once). Tensors are written sorted by
-    name; the header is padded with spaces so that the data starts at a
-    multiple of ``data_alignment`` bytes into the file (8, as the format's own
-    writer does; 64 puts it on a cache line once mapped, and every tensor
-    whose predecessors' sizes are multiples of 64 with it). The file appears
+    name (``keep_order``: in the order of ``specs``), back to back; the header
+    is padded with spaces so that the data starts at a multiple of
+    ``data_alignment`` bytes into the file (8, as the format's own writer does;
+    64 puts it on a cache line once mapped, and every tensor whose
+    predecessors' sizes are multiples of 64 with it). The file appears
     atomically (written to a temporary name, then renamed), and leaves the
     page cache (``pagecache.release_written``).
     """
@@ -412,7 +414,7 @@ def write_safetensors_stream(
             raise _fail(path, f"tensor {name!r}: bad shape {shape!r}")
     if metadata is not None:
         _parse_metadata(path, dict(metadata))
-    header, order, sizes = _header_bytes(specs, metadata, data_alignment)
+    header, order, sizes = _header_bytes(specs, metadata, data_alignment, keep_order)
     tmp = path.with_name(path.name + ".partial")
     try:
         with open(tmp, "wb") as fh:
@@ -443,12 +445,14 @@ def write_safetensors(
     tensors: Mapping[str, tuple[str, np.ndarray]],
     metadata: Mapping[str, str] | None = None,
     data_alignment: int = 8,
+    keep_order: bool = False,
 ) -> None:
     """Write ``{name: (dtype_str, array)}`` as a safetensors file (the data at a
-    multiple of ``data_alignment`` bytes: ``write_safetensors_stream``).
+    multiple of ``data_alignment`` bytes, the tensors sorted by name or, with
+    ``keep_order``, in the mapping's order: ``write_safetensors_stream``).
 
     BF16 tensors are given as their uint16 bits (see ``f32_to_bf16``).
     """
     specs = {name: (dtype, tuple(arr.shape)) for name, (dtype, arr) in tensors.items()}
     write_safetensors_stream(path, specs, lambda name: [tensors[name][1]], metadata,
-                             data_alignment)
+                             data_alignment, keep_order)

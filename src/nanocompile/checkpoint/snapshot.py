@@ -348,11 +348,14 @@ def _write_atomically(path: Path, data: bytes) -> bool:
 # int8 copies of the matrices, on disk
 
 
-INT8_FORMAT = "nanocompile-int8/2"  # bump when an entry's layout or contents change
+INT8_FORMAT = "nanocompile-int8/3"  # bump when an entry's layout or contents change
 INT8_DATA_ALIGNMENT = 64
-"""An entry's data starts on a cache line once mapped (format 2; format 1's
-started 8-byte aligned: 16 or 24 bytes into a line, where every 64-byte load of
-kernel B's int8 rows straddled two lines)."""
+"""Every tensor of an entry starts on a cache line once mapped (format 2's
+entries held one matrix each, its data 64-byte aligned; format 1's started
+8-byte aligned: 16 or 24 bytes into a line, where every 64-byte load of kernel
+B's int8 rows straddled two lines). Format 3 keeps a layer's matrices in one
+file (``Int8Cache``), ``PAD_SUFFIX`` tensors of zero bytes keeping each aligned."""
+PAD_SUFFIX = ".pad"
 TMP_PREFIX = ".tmp-int8-"
 ROWS_PER_CHUNK = 4096  # rows quantized at a time (an embedding is never widened whole)
 
@@ -369,22 +372,38 @@ def _quantizer() -> tuple[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
     return int8.quantize_rows, hashlib.sha256(source).hexdigest()
 
 
+def entry_group(name: str) -> str:
+    """The entry a matrix is kept in: one per decoder layer for its matrices
+    (``model.layers.3.self_attn.q_proj.weight`` -> ``model.layers.3``), one of its
+    own for any other (the embedding)."""
+    parts = name.split(".")
+    if len(parts) > 3 and parts[:2] == ["model", "layers"] and parts[2].isdigit():
+        return ".".join(parts[:3])
+    return name
+
+
 class Int8Cache:
     """spec §5's int8 format of a snapshot's matrices (per output row: int8 values and
     an f32 scale, ``checkpoint.int8.quantize_rows`` of the exactly widened f32
     values), computed once and kept on disk::
 
-        <root>/<key>/<tensor name>.safetensors    tensors "int8" (I8 [N, K]), "scale" (F32 [N])
+        <root>/<key>/<group>.safetensors    per matrix <name>: "<name>.int8" (I8 [N, K]),
+                                            "<name>.scale" (F32 [N])
 
-    ``key`` hashes ``INT8_FORMAT``, the quantizer's source and the snapshot's
-    content (``Snapshot.content_hash``, memoized in ``<root>/snapshots``), so
-    a changed snapshot or quantizer never meets a stale entry. Each file's
-    metadata names its format, tensor, source shape and the sha256 of its
-    data; a file that does not open, does not say exactly that or whose data
-    does not hash to it (truncated, bit-flipped, another tensor's) is deleted
-    and quantized again. Files are written to a temporary name and renamed
-    into place, so a reader sees a whole file or none; two writers of one
-    entry write the same bytes. Loaded tensors are read-only views of the
+    A group (``entry_group``) is a decoder layer's matrices, or the embedding
+    alone: a file per matrix left q, k, v and o (0.1-0.8 MB each) smaller than a
+    2 MiB page, so they were mapped 4 KiB at a time and read at ~19 GB/s in a
+    kernel-B decode step where the MLP's read ~29 (`bench profile`, Zen 4; in
+    2 MiB pages ~27: a step 0.7 ms faster). ``key`` hashes ``INT8_FORMAT``, the
+    quantizer's source and the snapshot's content (``Snapshot.content_hash``,
+    memoized in ``<root>/snapshots``), so a changed snapshot or quantizer never
+    meets a stale entry. Each file's metadata names its format, its matrices,
+    their source shapes and the sha256 of their data; a file that does not
+    open, does not say exactly that for the matrices asked for, or whose data
+    does not hash to it (truncated, bit-flipped, another group's) is deleted
+    and its group quantized again. Files are written to a temporary name and
+    renamed into place, so a reader sees a whole file or none; two writers of
+    one entry write the same bytes. Loaded tensors are read-only views of the
     mapped files (no copy).
     """
 
@@ -392,38 +411,46 @@ class Int8Cache:
         self.snapshot = snapshot
         self.root = Path(root)
         self.quantized_seconds = 0.0  # time spent quantizing in the last load
-        self.quantized = 0  # tensors quantized (not found in the cache) in the last load
+        self.quantized = 0  # matrices quantized (not found in the cache) in the last load
         self._quantize, quantizer_hash = _quantizer()
         content = snapshot.content_hash(self.root / "snapshots")
         key = hashlib.sha256(json.dumps([INT8_FORMAT, quantizer_hash, content]).encode())
         self.directory = self.root / key.hexdigest()[:32]
 
     def path(self, name: str) -> Path:
-        """The entry file of tensor ``name``."""
-        return self.directory / f"{name}.safetensors"
+        """The entry file holding matrix ``name`` (its group's)."""
+        return self.directory / f"{entry_group(name)}.safetensors"
 
     def load(self, names: Sequence[str], progress: Int8Progress | None = None
              ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """``{name: (int8 [N, K], f32 scales [N])}`` for each 2-D tensor of ``names``:
         from the cache, or quantized (``progress`` hears about it) and stored."""
         start = time.perf_counter()
-        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        missing = []
+        groups: dict[str, list[str]] = {}
         for name in dict.fromkeys(names):
-            found = self._read(name)
+            groups.setdefault(entry_group(name), []).append(name)
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        missing: dict[str, list[str]] = {}
+        for group, members in groups.items():
+            found = self._read(group, members)
             if found is None:
-                missing.append(name)
+                missing[group] = members
             else:
-                out[name] = found
-        self.quantized = len(missing)
-        for done, name in enumerate(missing):
-            if progress is not None:
-                progress(QUANTIZING, done, len(missing))
-            out[name] = self._store(name, *self._quantized(name))
+                out.update(found)
+        total = sum(len(members) for members in missing.values())
+        self.quantized, done = total, 0
+        for group, members in missing.items():
+            quantized = {}
+            for name in members:
+                if progress is not None:
+                    progress(QUANTIZING, done, total)
+                quantized[name] = self._quantized(name)
+                done += 1
+            out.update(self._store(group, quantized))
         if progress is not None and missing:
-            progress(QUANTIZING, len(missing), len(missing))
+            progress(QUANTIZING, total, total)
         self.quantized_seconds = time.perf_counter() - start if missing else 0.0
-        return out
+        return {name: out[name] for name in dict.fromkeys(names)}
 
     def _shape(self, name: str) -> tuple[int, int]:
         shape = self.snapshot.shape(name)
@@ -449,56 +476,98 @@ class Int8Cache:
             q[row:stop], scale[row:stop] = q_rows, s_rows
         return q, scale
 
-    def _metadata(self, name: str, digest: str) -> dict[str, str]:
-        n, k = self._shape(name)
-        return {"format": INT8_FORMAT, "tensor": name, "source_shape": f"{n},{k}",
-                "sha256": digest}
+    def _metadata(self, tensors: dict[str, tuple[np.ndarray, np.ndarray]]
+                  ) -> dict[str, str]:
+        meta = {"format": INT8_FORMAT, "matrices": ",".join(sorted(tensors))}
+        for name, (q, scale) in tensors.items():
+            n, k = self._shape(name)
+            meta[f"{name}.source_shape"] = f"{n},{k}"
+            meta[f"{name}.sha256"] = _data_digest(q, scale)
+        return meta
 
-    def _read(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """The entry of ``name`` if it verifies, else None (a bad file is deleted)."""
-        path = self.path(name)
+    def _read(self, group: str, names: Sequence[str]
+              ) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+        """The entries of ``names`` from ``group``'s file if it holds them all and they
+        verify, else None (a bad file is deleted; a good one without them all stays,
+        to be replaced)."""
+        path = self.directory / f"{group}.safetensors"
         entry = open_entry(path)
         if entry is None:
             return None
         try:
-            n, k = self._shape(name)
-            if entry.names != ["int8", "scale"] or \
-                    (entry.dtype("int8"), entry.shape("int8")) != ("I8", (n, k)) or \
-                    (entry.dtype("scale"), entry.shape("scale")) != ("F32", (n,)):
-                raise SafetensorsError("not this tensor's entry")
-            q, scale = entry.raw("int8"), entry.raw("scale")
-            if entry.metadata != self._metadata(name, _data_digest(q, scale)):
-                raise SafetensorsError("metadata or data hash mismatch")
+            held = entry.metadata.get("matrices", "").split(",")
+            if entry.metadata.get("format") != INT8_FORMAT or \
+                    sorted(entry.names) != _layout_names(held):
+                raise SafetensorsError("not an entry of this format")
+            if not set(names) <= set(held):
+                entry.close()
+                return None
+            out = {}
+            for name in names:
+                n, k = self._shape(name)
+                if (entry.dtype(f"{name}.int8"), entry.shape(f"{name}.int8")) != ("I8", (n, k)) \
+                        or (entry.dtype(f"{name}.scale"), entry.shape(f"{name}.scale")) != \
+                        ("F32", (n,)):
+                    raise SafetensorsError(f"not {name}'s entry")
+                q, scale = entry.raw(f"{name}.int8"), entry.raw(f"{name}.scale")
+                if entry.metadata.get(f"{name}.source_shape") != f"{n},{k}" or \
+                        entry.metadata.get(f"{name}.sha256") != _data_digest(q, scale):
+                    raise SafetensorsError("metadata or data hash mismatch")
+                out[name] = (q, scale)
         except SafetensorsError:
             entry.close()
             path.unlink(missing_ok=True)
             return None
         entry.close()  # the views keep the mapping
-        return q, scale
+        return out
 
-    def _store(self, name: str, q: np.ndarray, scale: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Write the entry of ``name``; the mapped entry (or, if the cache cannot be
-        written, the arrays themselves)."""
-        path = self.path(name)
+    def _store(self, group: str, tensors: dict[str, tuple[np.ndarray, np.ndarray]]
+               ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Write ``group``'s entry holding ``tensors``; the mapped entries (or, if the
+        cache cannot be written, the arrays themselves)."""
+        path = self.directory / f"{group}.safetensors"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             sweep_temporaries(path.parent)
             staging = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-",
                                             dir=path.parent))
         except OSError:
-            return q, scale
+            return tensors
         try:
             staged = staging / path.name
-            write_safetensors(staged, {"int8": ("I8", q), "scale": ("F32", scale)},
-                              self._metadata(name, _data_digest(q, scale)),
-                              data_alignment=INT8_DATA_ALIGNMENT)
+            write_safetensors(staged, _aligned_layout(tensors), self._metadata(tensors),
+                              data_alignment=INT8_DATA_ALIGNMENT, keep_order=True)
             os.replace(staged, path)
         except OSError:
-            return q, scale
+            return tensors
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        return self._read(name) or (q, scale)
+        return self._read(group, list(tensors)) or tensors
+
+
+def _layout_names(matrices: Sequence[str]) -> list[str]:
+    """The tensor names of an entry holding ``matrices``, pads included, sorted."""
+    return sorted(f"{name}.{part}{pad}" for name in matrices for part in ("int8", "scale")
+                  for pad in ("", PAD_SUFFIX))
+
+
+def _aligned_layout(tensors: dict[str, tuple[np.ndarray, np.ndarray]]
+                    ) -> dict[str, tuple[str, np.ndarray]]:
+    """The tensors of an entry in the order written: the smallest matrix first (the
+    file's last 2 MiB range, only partly filled, is mapped in 4 KiB pages: it
+    falls on the largest matrix), each matrix's int8 values then its scales, each
+    followed by a pad of zero bytes to the next ``INT8_DATA_ALIGNMENT`` boundary
+    (0-63 of them: safetensors lays tensors back to back)."""
+    out: dict[str, tuple[str, np.ndarray]] = {}
+    for name in sorted(tensors, key=lambda n: (tensors[n][0].nbytes, n)):
+        q, scale = tensors[name]
+        for part, dtype, array in ((f"{name}.int8", "I8", q), (f"{name}.scale", "F32", scale)):
+            out[part] = (dtype, array)
+            out[part + PAD_SUFFIX] = ("U8", np.zeros(-array.nbytes % INT8_DATA_ALIGNMENT,
+                                                     np.uint8))
+    if any("," in name for name in tensors) or len(out) != 4 * len(tensors):
+        raise SnapshotError(f"matrix names {sorted(tensors)} cannot name an int8 entry")
+    return out
 
 
 HASH_CHUNK = 1 << 24

@@ -197,6 +197,44 @@ def test_the_reader_keeps_a_small_weight_file_whole_in_huge_pages(tmp_path: Path
     assert mapped == 4 * MIB
 
 
+def test_a_layers_int8_entry_maps_its_small_matrices_in_huge_pages(
+        full_snapshot: Path, tmp_path: Path) -> None:
+    # q, k, v and o (0.1-0.8 MB) in int8 entries of their own were smaller than a
+    # 2 MiB page, so mapped 4 KiB at a time (and read at ~19 GB/s where the MLP's
+    # matrices read ~29 in a kernel-B decode step, session 27); a layer's matrices
+    # share one file now, the smallest first, so every whole 2 MiB range of it
+    # is mapped huge and the attention matrices lie in those ranges
+    import json
+
+    from nanocompile.checkpoint.snapshot import Int8Cache, Snapshot
+
+    _skip_without_huge_file_pages(tmp_path)
+    names = [f"model.layers.0.{p}.weight" for p in (
+        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
+    with Snapshot.open(full_snapshot) as snap:
+        Int8Cache(snap, tmp_path / "int8").load(names)  # quantized and written
+        cache = Int8Cache(snap, tmp_path / "int8")
+        got = cache.load(names)
+        assert cache.quantized == 0
+        path = cache.path(names[0])
+        assert {cache.path(n) for n in names} == {path}
+        whole = path.stat().st_size // (2 * MIB) * 2 * MIB
+        assert whole >= 14 * MIB
+        for q, scale in got.values():
+            int(q.view(np.uint8).reshape(-1)[::4096].sum())
+            int(scale.view(np.uint8)[::4096].sum())
+        assert _pmd_mapped(path) == whole
+        with open(path, "rb") as fh:
+            size = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(size))
+        start = 8 + size
+        for name in names[:4]:
+            for part in ("int8", "scale"):
+                assert start + header[f"{name}.{part}"]["data_offsets"][1] <= whole, name
+        del got
+
+
 def test_hashing_a_snapshot_leaves_its_weights_in_huge_pages(tmp_path: Path) -> None:
     # the content hash is a weight file's first reader after the snapshot is
     # written: with read() in 16 MiB pieces an 8 MiB file was then 0 of 8 MiB in
