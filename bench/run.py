@@ -591,12 +591,27 @@ def weights_mapped() -> dict[str, dict[str, int]]:
             if path.endswith(WEIGHT_SUFFIXES) and rss >= HUGE_PAGE}
 
 
+FILES_PER_LINE_ITEM = 3  # more weight files than this in one directory are summed
+
+
 def format_weights_mapped(mapped: dict[str, dict[str, int]]) -> str:
-    """One line: each weight file's share mapped in 2 MiB pages."""
+    """One line: each weight file's share mapped in 2 MiB pages; a directory of
+    more than ``FILES_PER_LINE_ITEM`` of them (the int8 cache: a file per layer)
+    as their sum."""
     if not mapped:
         return "weights mapped in 2 MiB pages: (no /proc/self/smaps, or no weight file mapped)"
-    parts = [f"{Path(path).name} {m['huge'] >> 20} of {m['resident'] >> 20} MiB"
-             for path, m in mapped.items()]
+    folders: dict[Path, list[str]] = {}
+    for path in mapped:
+        folders.setdefault(Path(path).parent, []).append(path)
+    parts = []
+    for folder, paths in folders.items():
+        if len(paths) > FILES_PER_LINE_ITEM:
+            huge = sum(mapped[p]["huge"] for p in paths) >> 20
+            resident = sum(mapped[p]["resident"] for p in paths) >> 20
+            parts.append(f"{len(paths)} files in {folder.name}/ {huge} of {resident} MiB")
+        else:
+            parts += [f"{Path(p).name} {mapped[p]['huge'] >> 20} of "
+                      f"{mapped[p]['resident'] >> 20} MiB" for p in paths]
     return "weights mapped in 2 MiB pages: " + ", ".join(parts)
 
 

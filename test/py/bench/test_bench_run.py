@@ -487,3 +487,9 @@ def test_weights_mapped_keeps_the_weight_files(monkeypatch: pytest.MonkeyPatch) 
         "weights mapped in 2 MiB pages: model-bf16.gguf 0 of 948 MiB, "
         "model.safetensors 902 of 942 MiB")
     assert "no weight file mapped" in bench_run.format_weights_mapped({})
+    layers = {f"/c/int8/k/model.layers.{i}.safetensors": {"resident": 14 << 20,
+                                                          "huge": (14 if i else 12) << 20}
+              for i in range(24)}
+    assert bench_run.format_weights_mapped({**mapped, **layers}) == (
+        "weights mapped in 2 MiB pages: model-bf16.gguf 0 of 948 MiB, "
+        "model.safetensors 902 of 942 MiB, 24 files in k/ 334 of 336 MiB")
