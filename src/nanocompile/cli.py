@@ -701,7 +701,11 @@ def _tune_line(o: Any) -> str:
     if o.best != o.result.best:
         back = sum(getattr(o.best, f.name) != getattr(o.result.best, f.name)
                    for f in dataclasses.fields(o.best))
-        head += f" (the search's {o.result.best.text()} with {back} knob(s) put back)"
+        if o.refined and o.refined[0][0][0] != o.best:
+            head += (f" (the search's {o.result.best.text()} taken toward hand and refined: "
+                     f"{back} knob(s) changed)")
+        else:
+            head += f" (the search's {o.result.best.text()} with {back} knob(s) put back)"
     note = f"; {o.note}" if o.note else ""
     if not o.final_rounds:
         return f"{head}: the hand schedule ({o.hand_ns / 1e6:.3f} ms){note}"

@@ -26,6 +26,16 @@ from memory: ~10-15 % between batches on a Zen 4), so its best point may
 change knobs that cost nothing in one workload and something in the other:
 on a Zen 4 at 1 thread gate/up's best had 4 knobs changed, one of them
 (``slp`` off) 16 % slower in the prefill and no faster in decode.
+
+``refine(space, start, measure, margin=...)`` last measures the point's one-knob
+neighbours beside it (``tune.py``: with the final run's rounds too) and moves
+to the cheapest while it costs less than the point by more than ``margin``:
+the noise that made the search keep a knob for nothing also hides a knob
+that buys something. On a Zen 4 at 2 threads, bf16 gate/up's decode tile of 4
+sums cost 0.55 ms per token against the hand tile's 0.72 in the search, but
+the search's best (another prefill tile, 0.53) was taken back to hand, and
+with it the hand decode tile; in the model that tile was 8-15 % of a decode
+step slower.
 """
 
 from __future__ import annotations
@@ -111,6 +121,29 @@ def search(space: Mapping[str, Sequence[int | bool]], hand: ProjectionKnobs, mea
         if result.best_cost >= cost or result.best == best:
             break
     return result
+
+
+def refine(space: Mapping[str, Sequence[int | bool]], start: ProjectionKnobs, measure: Measure,
+           *, margin: float, max_steps: int = 3
+           ) -> tuple[ProjectionKnobs, list[list[tuple[ProjectionKnobs, float]]]]:
+    """``start`` moved to a one-knob neighbour while one costs less than
+    ``1 / (1 + margin)`` of the point's, measured beside it (module docstring),
+    at most ``max_steps`` times: the point reached and every step's batch with
+    its costs (the point first)."""
+    current, steps = start, []
+    for _ in range(max_steps):
+        batch = [current, *neighbours(current, space)]
+        if len(batch) == 1:
+            break
+        costs = [float(c) for c in measure(batch)]
+        if len(costs) != len(batch):
+            raise ValueError(f"measure returned {len(costs)} costs for {len(batch)} points")
+        steps.append(list(zip(batch, costs, strict=True)))
+        cheapest = min(range(1, len(batch)), key=lambda i: costs[i])
+        if not costs[cheapest] * (1 + margin) < costs[0]:
+            break
+        current = batch[cheapest]
+    return current, steps
 
 
 def replay(space: Mapping[str, Sequence[int | bool]], hand: ProjectionKnobs,

@@ -24,7 +24,9 @@ the search of ``tuning/search.py`` runs over its knob space
 
 The search's best point is first taken back toward the hand point, a knob at
 a time, measured with ``FINAL_ROUNDS`` rounds (``search.toward_hand``: a knob
-the noise of the search changed for nothing goes back); that point is kept
+the noise of the search changed for nothing goes back), then refined
+(``search.refine``: its one-knob neighbours measured with ``FINAL_ROUNDS``
+rounds too, a move taken only for more than ``THRESHOLD``); that point is kept
 only if, in a final paired run of the hand-written schedule against it
 (``FINAL_ROUNDS`` rounds in one library), it is more than ``THRESHOLD``
 faster; either way the entry is recorded (``backend/tuning_records.py``) with
@@ -54,7 +56,7 @@ from nanocompile.schedule.pack import PackPlan
 from nanocompile.schedule.primitives import ScheduleError
 from nanocompile.targets.arch import Arch
 from nanocompile.tuning.harness import CandidateLibrary, TuningError, Workload
-from nanocompile.tuning.search import SearchResult, search, toward_hand
+from nanocompile.tuning.search import SearchResult, refine, search, toward_hand
 
 PREFILL_ROWS = 64
 WORKLOADS = (("decode", 1), (f"prefill{PREFILL_ROWS}", PREFILL_ROWS))
@@ -210,12 +212,14 @@ class Outcome:
     final_rounds: int = 0
     seconds: float = 0.0
     note: str = ""
-    chosen: ProjectionKnobs | None = None  # the search's best taken toward hand
+    chosen: ProjectionKnobs | None = None  # the search's best taken toward hand, refined
     toward: list[list[tuple[ProjectionKnobs, float]]] = field(default_factory=list)
+    refined: list[list[tuple[ProjectionKnobs, float]]] = field(default_factory=list)
 
     @property
     def best(self) -> ProjectionKnobs:
-        """The point run against hand: the search's best taken toward hand."""
+        """The point run against hand: the search's best taken toward hand, then
+        refined."""
         return self.result.best if self.chosen is None else self.chosen
 
     @property
@@ -235,6 +239,8 @@ class Outcome:
                 "search_best": self.result.best.text(),
                 "toward_hand": [[[k.text(), c if math.isfinite(c) else None] for k, c in step]
                                 for step in self.toward],
+                "refined": [[[k.text(), c if math.isfinite(c) else None] for k, c in step]
+                            for step in self.refined],
                 "winner": self.winner, "hand_ns": self.hand_ns, "tuned_ns": self.tuned_ns,
                 "speedup": self.speedup, "rounds_won": self.rounds_won,
                 "final_rounds": self.final_rounds, "candidates": len(self.result.tried),
@@ -325,17 +331,23 @@ def tune(job_list: Sequence[Job], arch: Arch, *, threads: int, seed: int = 0,
 
 def _finish(outcome: Outcome, arch: Arch, threads: int, deadline: float,
             stream_bytes: int | None) -> None:
-    """After a search: its best taken toward hand (not when the budget cut the
-    search short), then run against the hand schedule unless it is hand's."""
+    """After a search: its best taken toward hand and refined (not when the budget
+    cut the search short), then run against the hand schedule unless it is
+    hand's."""
     job, result = outcome.job, outcome.result
+    final = Measurer(job, arch, threads, rounds=FINAL_ROUNDS, deadline=deadline,
+                     stream_bytes=stream_bytes)
     if not _same_schedule(job, arch, result.best) and not outcome.note:
         try:
-            outcome.chosen, outcome.toward = toward_hand(
-                job.hand, result.best,
-                Measurer(job, arch, threads, rounds=FINAL_ROUNDS, deadline=deadline,
-                         stream_bytes=stream_bytes))
+            outcome.chosen, outcome.toward = toward_hand(job.hand, result.best, final)
         except BudgetExhausted as e:
             outcome.note = f"{e} (the search's best kept)"
+    if not outcome.note:
+        try:
+            outcome.chosen, outcome.refined = refine(job.space, outcome.best, final,
+                                                     margin=THRESHOLD)
+        except BudgetExhausted as e:
+            outcome.note = f"{e} (the point before refining kept)"
     if _same_schedule(job, arch, outcome.best):
         # the hand schedule is the best: nothing to run against it
         outcome.hand_ns = outcome.tuned_ns = dict(result.tried).get(job.hand, math.nan)

@@ -23,7 +23,7 @@ from nanocompile.compiler import CompileOptions, Pipeline
 from nanocompile.schedule.knobs import ProjectionKnobs
 from nanocompile.targets.arch import Arch, host_arch
 from nanocompile.tuning import tune as tuning
-from nanocompile.tuning.search import neighbours, points, replay, search, toward_hand
+from nanocompile.tuning.search import neighbours, points, refine, replay, search, toward_hand
 
 SPACE: dict[str, tuple[int | bool, ...]] = {
     "rows": (1, 2, 3, 4, 6), "columns": (1, 2, 4), "decode": (16,), "strided": (False, True),
@@ -179,6 +179,62 @@ def test_toward_hand_from_hand_measures_nothing() -> None:
     assert toward_hand(HAND, HAND, measure) == (HAND, [])
     with pytest.raises(ValueError, match="1 costs for 2 points"):
         toward_hand(HAND, HAND.replace(rows=3), lambda batch: [1.0])
+
+
+def test_refine_takes_a_neighbour_only_for_more_than_the_margin() -> None:
+    """From hand, whose decode tile costs more than a neighbour's by 20 %: the
+    neighbours are measured beside the point, the point moves there, then the
+    next step's best neighbour (2 % cheaper) is within the margin: it stays.
+    Each step measures the point first, then every one-knob neighbour."""
+    space = {"rows": (3, 6), "columns": (2,), "decode": (4, 8), "strided": (True,),
+             "row_block": (True,), "slp": (False, True)}
+    hand = ProjectionKnobs(6, 2, 8, strided=True, slp=True)
+    table = {hand: 10.0, hand.replace(rows=3): 10.5, hand.replace(decode=4): 8.0,
+             hand.replace(slp=False): 11.0, hand.replace(decode=4, rows=3): 7.9,
+             hand.replace(decode=4, slp=False): 9.0, hand.replace(decode=4, rows=3, slp=False): 9.5}
+    log: list[list[ProjectionKnobs]] = []
+
+    def measure(batch: list[ProjectionKnobs]) -> list[float]:
+        log.append(list(batch))
+        return [table[k] for k in batch]
+
+    chosen, steps = refine(space, hand, measure, margin=0.03)
+    assert chosen == hand.replace(decode=4)
+    assert log == [[hand, *neighbours(hand, space)],
+                   [hand.replace(decode=4), *neighbours(hand.replace(decode=4), space)]]
+    assert [[c for _, c in step] for step in steps] == [[10.0, 10.5, 8.0, 11.0],
+                                                        [8.0, 7.9, 10.0, 9.0]]
+    # with no margin the 1 % step is taken too; max_steps bounds the moves
+    assert refine(space, hand, measure, margin=0.0)[0] == hand.replace(decode=4, rows=3)
+    assert refine(space, hand, measure, margin=0.0, max_steps=1)[0] == hand.replace(decode=4)
+    # refused neighbours (inf) are never taken; a point without neighbours measures nothing
+    assert refine(space, hand, lambda b: [10.0] + [math.inf] * (len(b) - 1),
+                  margin=0.03) == (hand, [[(k, 10.0 if k == hand else math.inf)
+                                           for k in [hand, *neighbours(hand, space)]]])
+    single = {name: (getattr(hand, name),) for name in space}
+    assert refine(single, hand, lambda b: 1 / 0, margin=0.03) == (hand, [])
+    with pytest.raises(ValueError, match="1 costs for 4 points"):
+        refine(space, hand, lambda batch: [1.0], margin=0.03)
+
+
+def test_the_line_names_a_refined_point() -> None:
+    from nanocompile.cli import _tune_line
+    from nanocompile.tuning.search import SearchResult
+
+    best = HAND.replace(rows=3, slp=False)
+    chosen = HAND.replace(rows=3, decode=4)
+    job = tuning.Job("key", ["fused_mul_1"], None, HAND, SPACE, ())  # type: ignore[arg-type]
+    outcome = tuning.Outcome(job, SearchResult(HAND, [(HAND, 2.0), (best, 1.0)]),
+                             hand_ns=2.0e6, tuned_ns=1.5e6, rounds_won=15, final_rounds=15,
+                             chosen=chosen, toward=[[(best, 1.1), (HAND.replace(rows=3), 1.0)]],
+                             refined=[[(HAND.replace(rows=3), 1.0), (chosen, 0.8)],
+                                      [(chosen, 0.8), (HAND.replace(rows=3, decode=8), 0.81)]])
+    entry = outcome.entry(seed=0, samples=3, max_candidates=6)
+    assert entry["knobs"] == chosen.text()
+    assert entry["refined"][0] == [[HAND.replace(rows=3).text(), 1.0], [chosen.text(), 0.8]]
+    assert _tune_line(outcome).startswith(
+        f"fused_mul_1: 2 candidates, best {chosen.text()} (the search's {best.text()} taken "
+        f"toward hand and refined: 2 knob(s) changed); ")
 
 
 def test_the_record_and_the_line_name_the_point_taken_toward_hand() -> None:

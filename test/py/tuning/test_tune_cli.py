@@ -34,7 +34,7 @@ OTHER_POINT = ProjectionKnobs(2, 2, 8, strided=False)
 """Knobs other than the hand ones, for a winner of the test's own."""
 ENTRY_FIELDS = ("kernel", "kernels", "knobs", "hand", "winner", "hand_ns", "tuned_ns",
                 "speedup", "candidates", "costs", "seed", "samples", "max_candidates",
-                "workloads", "date")
+                "workloads", "date", "toward_hand", "refined")
 
 
 @pytest.fixture
@@ -154,13 +154,19 @@ def _check_json_entry(entry: dict[str, Any], max_candidates: int) -> None:
         assert ns is None or ns > 0
     assert entry["search_best"] in [c[0] for c in costs]  # the search's best was measured
     steps = entry["toward_hand"]  # then taken toward hand: measured again, each step
+    refined = entry["refined"]  # then refined: its neighbours measured beside it
+    start = refined[0][0][0] if refined else entry["knobs"]
     if steps:
         assert steps[0][0][0] == entry["search_best"]
-        assert entry["knobs"] in [p for step in steps for p, _ in step]
+        assert start in [p for step in steps for p, _ in step]
         for before, step in itertools.pairwise(steps):  # each starts where the
             assert step[0][0] in [p for p, _ in before[1:]]  # one before moved to
     else:
-        assert entry["knobs"] == entry["search_best"]
+        assert start == entry["search_best"]
+    if refined:
+        assert entry["knobs"] in [p for step in refined for p, _ in step]
+        for before, step in itertools.pairwise(refined):
+            assert step[0][0] in [p for p, _ in before[1:]]
     if entry["winner"]:
         assert entry["knobs"] != entry["hand"]
         assert entry["speedup"] > 1 + THRESHOLD
