@@ -513,8 +513,11 @@ def _build_c(fuse: bool, schedule: bool = False, weights: str = "f32", tuned: bo
 def _build_tuned(shared: Shared, graph: Any, bound: Any, fuse: bool, weights: str,
                  quantize: str) -> Model:
     """A ``-tuned`` engine: one program per thread count of the run, each
-    scheduled by the winners recorded for that count; unavailable when a count
-    has none or none of its winners is a kernel of the program."""
+    scheduled by the winners recorded for that count. Where the program's
+    kernels were searched at a count and the hand schedule kept for each (no
+    winner), that count's program is the hand-scheduled one, as ``compile``
+    would build it there (``tuned_kernels`` 0). Unavailable when no kernel of
+    the program was searched at some count."""
     from nanocompile.backend.runtime import CompiledBackend
     from nanocompile.backend.tuning_records import default_threads
     from nanocompile.compiler import CompileTimes, compile_program, recorded_winners
@@ -523,24 +526,40 @@ def _build_tuned(shared: Shared, graph: Any, bound: Any, fuse: bool, weights: st
     by_threads: dict[int, tuple[Any, Any]] = {}
     facts: dict[str, Any] = {**_format_facts(weights, quantize, bound),
                              "tuned_winners": {}, "tuned_kernels": {}}
-    for threads in shared.thread_counts or (default_threads(),):
-        winners = recorded_winners(threads)
-        if not winners:
-            raise EngineUnavailable(f"no tuned winners recorded for this machine at {threads} "
-                                    f"thread(s) (run: nanocompile tune --weights {weights} "
-                                    f"--threads {threads})")
+
+    def build(tuned: str) -> tuple[Any, int]:
         times = CompileTimes()
         program = compile_program(graph, bound, fuse=fuse, schedule=True, quantize=quantize,
-                                  tuned=winners, times=times)
-        recorded = len(json.loads(winners))
-        facts["tuned_winners"][str(threads)] = recorded
-        facts["tuned_kernels"][str(threads)] = times.tuned_kernels
-        if not times.tuned_kernels:
-            raise EngineUnavailable(f"no winner recorded at {threads} thread(s) is a kernel of "
-                                    f"this program ({recorded} recorded; run: "
-                                    f"nanocompile tune --weights {weights} --threads {threads})")
+                                  tuned=tuned, times=times) if tuned else None
+        return program, times.tuned_kernels
+
+    for threads in shared.thread_counts or (default_threads(),):
+        winners = recorded_winners(threads)
+        facts["tuned_winners"][str(threads)] = len(json.loads(winners)) if winners else 0
+        program, tuned = build(winners)
+        if not tuned:  # searched here with the hand schedules kept? then those are its own
+            program, searched = build(_searched_hand_points(threads))
+            if not searched:
+                raise EngineUnavailable(
+                    f"no kernel of this program was tuned at {threads} thread(s) "
+                    f"({facts['tuned_winners'][str(threads)]} winners recorded there; run: "
+                    f"nanocompile tune --weights {weights} --threads {threads})")
+        facts["tuned_kernels"][str(threads)] = tuned
         by_threads[threads] = (Engine(shared.config, CompiledBackend(program)), program)
     return _TunedModel(by_threads, facts)
+
+
+def _searched_hand_points(threads: int) -> str:
+    """Every kernel the records hold at ``threads`` (a winner or not) with its hand
+    point, as ``CompileOptions.tuned``: a program compiled with it is the
+    hand-scheduled one (the hand point schedules byte for byte as no knobs do),
+    and its ``tuned_kernels`` counts the kernels of the program searched there."""
+    from nanocompile.backend import tuning_records
+    from nanocompile.compiler import winners_text
+
+    entries = tuning_records.entries(tuning_records.tuning_path(), threads)
+    return winners_text({key: entry["hand"] for key, entry in entries.items()
+                         if isinstance(entry.get("hand"), str)})
 
 
 def _format_facts(weights: str, quantize: str, bound: Any) -> dict[str, Any]:
