@@ -259,3 +259,33 @@ def test_the_record_and_the_line_name_the_point_taken_toward_hand() -> None:
     assert line.startswith(f"fused_mul_1 (+1): 2 candidates, best {chosen.text()} "
                            f"(the search's {best.text()} with 1 knob(s) put back); ")
     assert line.endswith("(1.333x, 15/15 rounds): kept")
+
+
+def test_the_final_run_keeps_the_point_before_refining_when_it_is_faster(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refining moved the point (its 15 rounds said 10 % cheaper); the final run
+    holds both against hand and keeps the faster, here the one before."""
+    from nanocompile.tuning.search import SearchResult
+
+    best = HAND.replace(rows=3)
+    moved = best.replace(columns=2)
+    job = tuning.Job("key", ["fused_mul_1"], None, HAND, SPACE, ())  # type: ignore[arg-type]
+    asked: list[list[ProjectionKnobs]] = []
+
+    def final_runs(job, arch, points, threads, rounds=15, stream_bytes=None):  # type: ignore[no-untyped-def]
+        asked.append(list(points))
+        return 2.0, [(1.9, 4), (1.5, 14)]
+
+    monkeypatch.setattr(tuning, "Measurer", lambda *a, **k: None)
+    monkeypatch.setattr(tuning, "_same_schedule", lambda job, arch, knobs: knobs == HAND)
+    monkeypatch.setattr(tuning, "toward_hand", lambda hand, best, measure: (best, []))
+    monkeypatch.setattr(tuning, "refine", lambda space, start, measure, margin: (
+        moved, [[(start, 1.0), (moved, 0.9)]]))
+    monkeypatch.setattr(tuning, "final_runs", final_runs)
+    outcome = tuning.Outcome(job, SearchResult(HAND, [(HAND, 2.0), (best, 1.0)]))
+    tuning._finish(outcome, None, 1, math.inf, None)  # type: ignore[arg-type]
+    assert asked == [[moved, best]]
+    assert (outcome.best, outcome.hand_ns, outcome.tuned_ns, outcome.rounds_won) == \
+        (best, 2.0, 1.5, 14)
+    assert outcome.winner
+    assert outcome.entry(0, 3, 6)["final_run"] == [[moved.text(), 1.9, 4], [best.text(), 1.5, 14]]

@@ -34,7 +34,7 @@ OTHER_POINT = ProjectionKnobs(2, 2, 8, strided=False)
 """Knobs other than the hand ones, for a winner of the test's own."""
 ENTRY_FIELDS = ("kernel", "kernels", "knobs", "hand", "winner", "hand_ns", "tuned_ns",
                 "speedup", "candidates", "costs", "seed", "samples", "max_candidates",
-                "workloads", "date", "toward_hand", "refined")
+                "workloads", "date", "toward_hand", "refined", "final_run")
 
 
 @pytest.fixture
@@ -167,6 +167,13 @@ def _check_json_entry(entry: dict[str, Any], max_candidates: int) -> None:
         assert entry["knobs"] in [p for step in refined for p, _ in step]
         for before, step in itertools.pairwise(refined):
             assert step[0][0] in [p for p, _ in before[1:]]
+    final = entry["final_run"]  # the refined point and the one before, against hand
+    if entry["final_rounds"]:
+        assert entry["knobs"] in [k for k, _, _ in final]
+        assert 1 <= len(final) <= 2
+        assert entry["tuned_ns"] == min(ns for _, ns, _ in final)
+    else:
+        assert final == []
     if entry["winner"]:
         assert entry["knobs"] != entry["hand"]
         assert entry["speedup"] > 1 + THRESHOLD
