@@ -256,21 +256,13 @@ class Outcome:
                 "date": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
-def final_run(job: Job, arch: Arch, best: ProjectionKnobs, threads: int,
-              rounds: int = FINAL_ROUNDS, stream_bytes: int | None = None
-              ) -> tuple[float, float, int]:
-    """The hand schedule against ``best`` in one library, ``rounds`` rounds per
-    workload: (hand ns, best ns: sums over the workloads of the medians per
-    token; the rounds whose summed time per token ``best`` won)."""
-    hand_ns, found = final_runs(job, arch, [best], threads, rounds, stream_bytes)
-    return hand_ns, found[0][0], found[0][1]
-
-
 def final_runs(job: Job, arch: Arch, points: Sequence[ProjectionKnobs], threads: int,
                rounds: int = FINAL_ROUNDS, stream_bytes: int | None = None
                ) -> tuple[float, list[tuple[float, int]]]:
-    """``final_run`` of several points in one library, the hand schedule first:
-    (hand ns, per point (its ns, the rounds it won against hand))."""
+    """The hand schedule against ``points`` in one library, ``rounds`` rounds per
+    workload: (hand ns, per point (its ns, the rounds whose summed time per
+    token it won against hand)); ns: sums over the workloads of the medians
+    per token."""
     found = [scheduled(job.kernel, arch, k) for k in (job.hand, *points)]
     if any(f is None for f in found):
         raise TuningError(f"{job.names[0]}: the hand or the best point does not apply")
