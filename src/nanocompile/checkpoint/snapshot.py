@@ -419,7 +419,10 @@ class Int8Cache:
 
     def path(self, name: str) -> Path:
         """The entry file holding matrix ``name`` (its group's)."""
-        return self.directory / f"{entry_group(name)}.safetensors"
+        return self._group_path(entry_group(name))
+
+    def _group_path(self, group: str) -> Path:
+        return self.directory / f"{group}.safetensors"
 
     def load(self, names: Sequence[str], progress: Int8Progress | None = None
              ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -490,7 +493,7 @@ class Int8Cache:
         """The entries of ``names`` from ``group``'s file if it holds them all and they
         verify, else None (a bad file is deleted; a good one without them all stays,
         to be replaced)."""
-        path = self.directory / f"{group}.safetensors"
+        path = self._group_path(group)
         entry = open_entry(path)
         if entry is None:
             return None
@@ -525,7 +528,7 @@ class Int8Cache:
                ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Write ``group``'s entry holding ``tensors``; the mapped entries (or, if the
         cache cannot be written, the arrays themselves)."""
-        path = self.directory / f"{group}.safetensors"
+        path = self._group_path(group)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             sweep_temporaries(path.parent)
@@ -565,7 +568,7 @@ def _aligned_layout(tensors: dict[str, tuple[np.ndarray, np.ndarray]]
             out[part] = (dtype, array)
             out[part + PAD_SUFFIX] = ("U8", np.zeros(-array.nbytes % INT8_DATA_ALIGNMENT,
                                                      np.uint8))
-    if any("," in name for name in tensors) or len(out) != 4 * len(tensors):
+    if any("," in name for name in tensors):  # the metadata lists them comma-separated
         raise SnapshotError(f"matrix names {sorted(tensors)} cannot name an int8 entry")
     return out
 
