@@ -33,7 +33,14 @@ Which ops go where (walking the graph from its outputs back):
     offset, the row scale, a bias), alone in its region; what it reads (the
     quantized activations and their scales) is stored, never its prologue,
     and so is a row-invariant op of its epilogue (``128 * off``: it joins the
-    offset's row kernel), so that its rows stay a perfect nest;
+    offset's row kernel), so that its rows stay a perfect nest; a kernel A
+    matmul (``order = "blocks32"``) does not anchor a region whose epilogue
+    calls ``exp`` either: gate, up and the SiLU become three kernels, as in
+    kernel B (kernel A's decode is bound by its int8 -> f32 widening, ~3
+    cycles a block of 32 on a Zen 4, and the per-output scalar ``exp`` and
+    division of the tile cost 2 ms of a 24 ms step there; f32 and bf16 keep
+    the fused SwiGLU: measured, it changed their decode by nothing and their
+    prefill by 2-4 %);
   - an elementwise op that depends on a matmul stays in the matmul's
     epilogue rather than joining a row kernel (scale and mask of the
     attention scores are applied as the scores are stored);
@@ -244,6 +251,8 @@ class Partition:
             return False
         if op.result.type.dims != region.shape:
             return False
+        if op.order_name == "blocks32" and any(isinstance(m, g.ExpOp) for m in region.members):
+            return False  # spec §5 kernel A: its SiLU an elementwise kernel (module doc)
         for other in region.matmuls():
             if not isinstance(other, g.MatmulOp):
                 return False
