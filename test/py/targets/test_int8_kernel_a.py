@@ -184,7 +184,9 @@ def test_unfused_is_the_fused() -> None:
 @pytest.mark.parametrize("arch", arch_params(quick_on_host_only=True))
 def test_fused_gate_up_pair_is_the_reference(arch: Arch) -> None:
     """``gate * up`` of two kernel-A projections: fusion puts both in one
-    kernel sharing the k loop (two sums per column); each keeps its order."""
+    kernel sharing the k loop (two sums per column); each keeps its order.
+    (The model's SwiGLU, ``silu(gate) * up``, is three kernels: an epilogue
+    calling exp does not join a kernel-A matmul, lit fuse-kernel-a-swiglu.)"""
     k, n = 136, 36  # 4 blocks, a group of 8 (into c0) and no tail; columns not tiles' multiple
     gb = GraphBuilder("gate_up")
     x = gb.input("x", "f32", ["seq", k])
