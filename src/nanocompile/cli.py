@@ -100,6 +100,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -356,6 +366,41 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     size = "tiny 2-layer" if args.tiny else "full-size Qwen2.5-0.5B-shaped"
     print(f"wrote a {size} synthetic snapshot (seed {args.seed}) to {out}")
     print("note: synthetic weights: the model's text is meaningless by design")
+    return 0
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from nanocompile.api import aligned_cache_dir, home_dir, int8_cache_dir
+    from nanocompile.backend.cache_usage import prune, survey
+    from nanocompile.backend.gcc import default_cache_dir
+
+    areas = survey(home_dir(), default_cache_dir(), int8_cache_dir(), aligned_cache_dir(),
+                   older_than_days=args.older_than)
+    print(f"nanocompile caches (home {home_dir()}):")
+    width = max(len(a.name) for a in areas)
+    for area in areas:
+        state = "missing" if not area.path.exists() else f"{area.nbytes / 1e6:10.1f} MB"
+        note = (f"; stale: {len(area.stale)}, {area.stale_bytes / 1e6:.1f} MB"
+                if area.stale else "")
+        print(f"  {area.name:<{width}}  {state}  {area.path}"
+              + (f"  ({area.detail}{note})" if area.detail or note else ""))
+    stale = [s for a in areas for s in a.stale]
+    total = sum(s.nbytes for s in stale)
+    reasons = sorted({f"{a.name}: {s.reason}" for a in areas for s in a.stale})
+    if not stale:
+        print("nothing stale (kernels count as stale when unused for "
+              f"{args.older_than:g} days: --older-than)")
+        return 0
+    if args.prune and not args.dry_run:
+        removed, freed = prune(areas)
+        left = len(stale) - removed
+        print(f"removed {removed} stale entries, {freed / 1e6:.1f} MB"
+              + (f"; {left} left in use by a build" if left else ""))
+    else:
+        verb = "would remove" if args.dry_run else "--prune removes"
+        print(f"{verb} {len(stale)} stale entries, {total / 1e6:.1f} MB:")
+        for reason in reasons:
+            print(f"  {reason}")
     return 0
 
 
@@ -1043,6 +1088,21 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--seed", type=_non_negative_int, default=0,
                        help="random seed (default 0)")
     synth.set_defaults(func=_cmd_synth)
+
+    cache = _subparser(sub, "cache", help="what the caches hold on disk; --prune removes "
+                       "what no run will read again",
+                       description="Report the caches under the nanocompile home (compiled "
+                       "kernels, int8 and realigned weights, the default snapshot) and "
+                       "their stale entries: compiled kernels and programs unused for "
+                       "--older-than days (a cache hit marks an entry used), int8 and "
+                       "realigned weights of an older format. Tuning records, precompiled "
+                       "headers and snapshots are never removed.")
+    cache.add_argument("--prune", action="store_true", help="remove the stale entries")
+    cache.add_argument("--dry-run", action="store_true",
+                       help="with --prune: list what would be removed, remove nothing")
+    cache.add_argument("--older-than", type=_non_negative_float, default=30.0, metavar="DAYS",
+                       help="compiled kernels unused this long are stale (default 30)")
+    cache.set_defaults(func=_cmd_cache)
     return parser
 
 

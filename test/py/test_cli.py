@@ -403,8 +403,8 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     from nanocompile.cli import main
 
     names = _subcommands()
-    assert names == ["chat", "compile", "dump", "generate", "perplexity", "serve", "synth",
-                     "tune"]
+    assert names == ["cache", "chat", "compile", "dump", "generate", "perplexity", "serve",
+                     "synth", "tune"]
     for name in names:
         with pytest.raises(SystemExit) as exit_info:
             main([name, "--help"])

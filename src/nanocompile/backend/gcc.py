@@ -273,6 +273,8 @@ def compile_library(
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     entry = _Entry(root, cache_key(source, compile_flags(sanitize)))
     seconds = None if entry.verified() else _ensure(entry, source, name, sanitize)
+    if seconds is None:
+        mark_used(entry.so)
     return CompiledLibrary(
         path=entry.so,
         key=entry.key,
@@ -486,6 +488,16 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def mark_used(path: Path) -> None:
+    """A cache hit: set the entry's modification time to now, the time
+    ``nanocompile cache --prune`` reads as its last use (``cache_usage``); a
+    read-only cache keeps its times."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def _sha256_file(path: Path) -> str:

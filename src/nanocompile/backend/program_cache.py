@@ -40,6 +40,7 @@ from nanocompile.backend.gcc import (
     TMP_PREFIX,
     cpu_identity,
     default_cache_dir,
+    mark_used,
     remove_stale_builds,
 )
 from nanocompile.backend.runtime import ProgramSpec, TempBuffer
@@ -142,10 +143,12 @@ def load_entry(key: str, cache_dir: Path | None = None) -> Entry | None:
         tuned = payload.get("tuned_kernels", 0)
         if not isinstance(tuned, int) or isinstance(tuned, bool) or tuned < 0:
             raise EntryError("tuned_kernels is not a count")
-        return Entry(_spec(payload), _str(payload["source"]), tuned)
+        entry = Entry(_spec(payload), _str(payload["source"]), tuned)
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         path.unlink(missing_ok=True)
         return None
+    mark_used(path)
+    return entry
 
 
 def store_entry(key: str, spec: ProgramSpec, source: str, cache_dir: Path | None = None,

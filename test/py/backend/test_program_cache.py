@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -111,10 +113,14 @@ def test_warm_compile_takes_the_cached_path_with_the_same_bits(
     assert ran == ["fused", "loop", "scheduled", "c"]
     assert not cold_times.program_cache_hit
     assert cold_times.lower > 0
-    the_entry(fresh)
+    entry = the_entry(fresh)
+    for path in (entry, cold.library.path):  # last used 40 days ago (cache_usage)
+        os.utime(path, (time.time() - 40 * 86400,) * 2)
     ran.clear()
     warm, warm_times = compile_tiny(tiny)
     assert ran == [], "a warm compile ran the pipeline"
+    for path in (entry, warm.library.path):  # a hit marks both used (gcc.mark_used)
+        assert path.stat().st_mtime > time.time() - 3600, path
     assert warm_times.program_cache_hit
     assert warm_times.lower == warm_times.schedule == warm_times.emit == 0
     assert warm_times.cache_hit
