@@ -379,7 +379,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     print(f"nanocompile caches (home {home_dir()}):")
     width = max(len(a.name) for a in areas)
     for area in areas:
-        state = "missing" if not area.path.exists() else f"{area.nbytes / 1e6:10.1f} MB"
+        state = f"{'missing':>13}" if not area.path.exists() else f"{area.nbytes / 1e6:10.1f} MB"
         note = (f"; stale: {len(area.stale)}, {area.stale_bytes / 1e6:.1f} MB"
                 if area.stale else "")
         print(f"  {area.name:<{width}}  {state}  {area.path}"
