@@ -8,12 +8,11 @@
   after an upgrade or an edit the old entries are never looked up again. A hit
   refreshes the entry's modification time (``gcc.mark_used``: in
   ``gcc.compile_library`` and ``program_cache.load_entry``), so an entry not
-  used for ``older_than_days``
-  is stale; a source kept from a failed compile (``failed/``) too. A library
-  whose ``.lock`` another process holds (building it) is left alone; one that
-  a running process has loaded stays mapped there after its file is gone.
-  The tuning records (``tuning.json``) and the precompiled headers are never
-  pruned.
+  used for ``older_than_days`` is stale; a source kept from a failed compile
+  (``failed/``) too. A library whose ``.lock`` another process holds
+  (building it) is left alone; one that a running process has loaded stays
+  mapped there after its file is gone. The tuning records (``tuning.json``)
+  and the precompiled headers are never pruned.
 * **int8 weights** (``Int8Cache``) and **realigned weights**
   (``AlignedCopies``): an entry directory whose files do not all name the
   current format (``INT8_FORMAT``, ``ALIGNED_FORMAT``) is stale: the loader
@@ -39,7 +38,6 @@ from nanocompile.checkpoint.snapshot import INT8_FORMAT, open_entry
 DAY = 86400.0
 LIBRARY_SUFFIXES = (".so", ".c", ".sha256", ".lock")
 PROGRAM_SUFFIX = ".program.json"
-KEPT_IN_KERNELS = ("tuning.json", "pch")
 MEMO_DIR = "snapshots"  # the content-hash memos beside the int8 and aligned entries
 
 
