@@ -23,15 +23,15 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nanocompile.backend.gcc import try_locked
 from nanocompile.checkpoint.aligned import ALIGNED_FORMAT
 from nanocompile.checkpoint.snapshot import INT8_FORMAT, open_entry
 
@@ -91,7 +91,7 @@ def prune(areas: list[Area]) -> tuple[int, int]:
     removed = freed = 0
     for area in areas:
         for stale in area.stale:
-            with _try_lock(stale.lock) as free:
+            with try_locked(stale.lock) if stale.lock else nullcontext(True) as free:
                 if not free:
                     continue
                 for path in stale.paths:
@@ -150,8 +150,9 @@ def _key_directory(directory: Path, cutoff: float, reason: str,
         libraries += any(p.suffix == ".so" for p in paths)
         used = max((_mtime(p) for p in paths if p.suffix in (".so", ".c")), default=0.0)
         if used < cutoff:
+            lock = directory / f"{key}.lock"
             stale.append(Stale(tuple(sorted(paths)), sum(_size(p) for p in paths), reason,
-                               directory / f"{key}.lock"))
+                               lock if lock in paths else None))
     return libraries, programs
 
 
@@ -182,28 +183,6 @@ def _format_of(path: Path, key: str) -> str:
         return str(entry.metadata.get(key, "(none)"))
     finally:
         entry.close()
-
-
-@contextmanager
-def _try_lock(path: Path | None) -> Iterator[bool]:
-    """An exclusive lock on ``path`` taken without waiting: True, or False while
-    another process holds it (a builder of that entry); no lock file: True."""
-    try:
-        fd = os.open(path, os.O_RDWR) if path is not None else None
-    except OSError:
-        fd = None
-    if fd is None:
-        yield True
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
 
 
 def _mtime(path: Path) -> float:

@@ -80,7 +80,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -476,18 +476,29 @@ def _excerpt(lines: list[str], number: int) -> str:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on `path`, released on exit."""
+def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """An exclusive advisory lock on `path`, released on exit; with ``wait``
+    False, taken only if free: yields whether it was (``try_locked``)."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except IsADirectoryError:  # something else stands where the lock file goes
         _remove(path)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)
+
+
+def try_locked(path: Path) -> AbstractContextManager[bool]:
+    """``with try_locked(entry_lock) as free``: an entry's lock taken without
+    waiting (False while a builder holds it; ``cache_usage.prune``)."""
+    return _locked(path, wait=False)
 
 
 def mark_used(path: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from nanocompile.targets.arch import host_arch
 
 PROMPT = [151644, 872, 198, 9707, 11, 1879, 0, 151645]
 STEPS = [9707, 11, 1879]  # the cached steps after the prompt
+LONG_AGO = 1_000_000_000.0  # a modification time in 2001
 
 
 @pytest.fixture(scope="module")
@@ -114,13 +114,13 @@ def test_warm_compile_takes_the_cached_path_with_the_same_bits(
     assert not cold_times.program_cache_hit
     assert cold_times.lower > 0
     entry = the_entry(fresh)
-    for path in (entry, cold.library.path):  # last used 40 days ago (cache_usage)
-        os.utime(path, (time.time() - 40 * 86400,) * 2)
+    for path in (entry, cold.library.path):  # last used in 2001 (cache_usage)
+        os.utime(path, (LONG_AGO, LONG_AGO))
     ran.clear()
     warm, warm_times = compile_tiny(tiny)
     assert ran == [], "a warm compile ran the pipeline"
     for path in (entry, warm.library.path):  # a hit marks both used (gcc.mark_used)
-        assert path.stat().st_mtime > time.time() - 3600, path
+        assert path.stat().st_mtime > LONG_AGO, path
     assert warm_times.program_cache_hit
     assert warm_times.lower == warm_times.schedule == warm_times.emit == 0
     assert warm_times.cache_hit
