@@ -28,10 +28,13 @@ head) become int8 values with an f32 scale per output row (the
 exact f32 values and kept in :func:`int8_cache_dir` (mapped after);
 ``int8_embedding=False`` keeps the embedding and the LM head as the snapshot
 stores them. Everything else (norms, biases) stays as with the snapshot's
-default format.
+default format. ``weights="int8-dot"`` is kernel B (W8A8) for the projections,
+the LM head kernel A (f32 activations) unless ``int8_dot_head=True`` (spec
+§5's switch: its activations quantized too).
 
     model = load(weights="int8")                         # kernel A, int8 LM head
     model = load(weights="int8", int8_embedding=False)   # projections only
+    model = load(weights="int8-dot", int8_dot_head=True) # kernel B, LM head too
 """
 
 from __future__ import annotations
@@ -249,12 +252,27 @@ def _check_format(weights: object) -> str:
     return weights
 
 
-def _check_int8_embedding(int8_embedding: object, fmt: str | None) -> None:
+def _check_int8_embedding(int8_embedding: object, fmt: str | None,
+                          int8_dot_head: object = False) -> None:
     if not isinstance(int8_embedding, bool):
         raise ValueError(f"int8_embedding must be True or False, got {int8_embedding!r}")
     if not int8_embedding and fmt not in INT8_FORMATS:
         raise ValueError(f"int8_embedding=False needs weights='int8' or 'int8-dot', got "
                          f"weights={fmt!r}")
+    if not isinstance(int8_dot_head, bool):
+        raise ValueError(f"int8_dot_head must be True or False, got {int8_dot_head!r}")
+    if int8_dot_head and fmt != INT8_DOT:
+        raise ValueError(f"int8_dot_head=True needs weights='int8-dot', got weights={fmt!r}")
+    if int8_dot_head and not int8_embedding:
+        raise ValueError("int8_dot_head=True needs the int8 embedding (int8_embedding=True): "
+                         "with int8_embedding=False the LM head is not int8")
+
+
+def _int8_pass(fmt: str, int8_embedding: bool, int8_dot_head: bool) -> str:
+    """``quantize-int8``'s text for an int8 ``fmt``, "" for any other."""
+    if fmt not in INT8_FORMATS:
+        return ""
+    return int8_pass(int8_embedding, INT8_FORMATS[fmt], "b" if int8_dot_head else "a")
 
 
 class Int8Weights(Mapping[str, np.ndarray]):
@@ -323,7 +341,8 @@ def int8_weights(snapshot: Snapshot, quantized: ModuleOp, base: SnapshotWeights,
 
 def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
             last_only: bool = True, explain: bool = False, weights: str = "f32",
-            wide: frozenset[str] = frozenset(), int8_embedding: bool = True) -> str:
+            wide: frozenset[str] = frozenset(), int8_embedding: bool = True,
+            int8_dot_head: bool = False) -> str:
     """The program for ``config`` after ``stage``, as text, exactly as
     ``compile_program`` builds it: "graph" (as written), "fused" (after the
     graph passes: cse, fold-constants, dce, fuse), "loop" (Loop IR),
@@ -334,13 +353,14 @@ def ir_text(config: Qwen2Config, stage: str, *, n_layers: int | None = None,
     the one chosen. ``weights``: the weight format (``"f32"``, ``"bf16"`` or
     ``"int8"``; with bf16 the names in ``wide`` stay f32 weights; int8 is the
     bf16 graph after ``quantize-int8``, which shows from stage "fused" on,
-    with the int8 embedding unless ``int8_embedding`` is false)."""
+    with the int8 embedding unless ``int8_embedding`` is false; int8-dot with
+    the LM head kernel B when ``int8_dot_head``)."""
     fmt = _check_format(weights)
-    _check_int8_embedding(int8_embedding, fmt)
+    _check_int8_embedding(int8_embedding, fmt, int8_dot_head)
     graph_format = "bf16" if fmt in INT8_FORMATS else fmt
     options = Qwen2GraphOptions(n_layers=n_layers, last_only=last_only, weights=graph_format,
                                 wide=wide, kv=KV)
-    quantize = int8_pass(int8_embedding, INT8_FORMATS[fmt]) if fmt in INT8_FORMATS else ""
+    quantize = _int8_pass(fmt, int8_embedding, int8_dot_head)
     return _ir_text(config, stage, options, quantize, explain)
 
 
@@ -379,7 +399,7 @@ class Model:
     def __init__(self, snapshot: Snapshot, tokenizer: Tokenizer, *, backend: str,
                  last_only: bool, context: int, synthetic: bool,
                  progress: Progress | None, weights: str = "f32",
-                 int8_embedding: bool = True) -> None:
+                 int8_embedding: bool = True, int8_dot_head: bool = False) -> None:
         self.snapshot = snapshot
         self.config: Qwen2Config = snapshot.config
         self.tokenizer = tokenizer
@@ -389,13 +409,15 @@ class Model:
         self.synthetic = synthetic
         self._progress = progress
         self.weights = _check_format(weights)
-        _check_int8_embedding(int8_embedding, self.weights)
+        _check_int8_embedding(int8_embedding, self.weights, int8_dot_head)
         # int8: the embedding (lookup and LM head) is int8 too, unless False
         int8 = self.weights in INT8_FORMATS
         self.int8_embedding: bool | None = int8_embedding if int8 else None
+        # int8-dot: the LM head kernel B too (its activations quantized)
+        self.int8_dot_head = int8_dot_head
         # the format the graph declares its weights in: int8's are quantized from it
         self.graph_weights = check_weights(default_weights(snapshot) if int8 else self.weights)
-        self._quantize = int8_pass(int8_embedding, INT8_FORMATS[self.weights]) if int8 else ""
+        self._quantize = _int8_pass(self.weights, int8_embedding, int8_dot_head)
         self._wide = wide_weights(snapshot) if self.graph_weights == "bf16" else frozenset()
         self._base = SnapshotWeights(snapshot, self.graph_weights)
         self._weights: SnapshotWeights | Int8Weights = self._base
@@ -414,6 +436,7 @@ class Model:
     def __repr__(self) -> str:
         kind = "synthetic (meaningless text)" if self.synthetic else "checkpoint"
         int8 = "" if self.int8_embedding is None else f", int8_embedding={self.int8_embedding}"
+        int8 += ", int8_dot_head=True" if self.int8_dot_head else ""
         return (f"Model({str(self.path)!r}, backend={self.backend!r}, "
                 f"weights={self.weights!r}{int8}, layers={self.config.num_hidden_layers}, "
                 f"{kind})")
@@ -674,6 +697,8 @@ class Model:
         the memory of those copies. int8 only (else ``None``):
         ``int8_kernel`` ("a": spec §5's kernel A, W8A32; "b": kernel B, W8A8),
         ``int8_embedding`` (the embedding and the LM head int8 too),
+        ``int8_head_kernel`` (the int8 LM head's kernel, "a" or "b"; ``None``
+        with an f32 one),
         ``int8_matrices`` (how many matrices are int8), ``int8_weight_bytes``
         (their int8 values and f32 scales), ``int8_quantized`` (how many the
         load quantized: 0 when the int8 cache had them all) and
@@ -703,6 +728,8 @@ class Model:
             "graph_weights": self.graph_weights,
             "int8_kernel": INT8_FORMATS[self.weights] if int8 is not None else None,
             "int8_embedding": self.int8_embedding,
+            "int8_head_kernel": (None if not self.int8_embedding
+                                 else "b" if self.int8_dot_head else "a"),
             "int8_matrices": len(int8.tensors) if int8 is not None else None,
             "int8_weight_bytes": int8.int8_bytes() if int8 is not None else None,
             "int8_quantized": int8.quantized if int8 is not None else None,
@@ -758,7 +785,8 @@ def _context(config: Qwen2Config, context: int | None) -> int:
 def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
          last_only: bool = True, context: int | None = None,
          progress: Progress | bool | None = None, weights: str | None = None,
-         int8_embedding: bool = True, tokenizer: Tokenizer | None = None) -> Model:
+         int8_embedding: bool = True, int8_dot_head: bool = False,
+         tokenizer: Tokenizer | None = None) -> Model:
     """Open a Qwen2 snapshot directory and get it ready to run on ``backend``.
 
     ``model_dir=None`` is the embedded default: the synthetic Qwen2.5-0.5B
@@ -791,7 +819,9 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     then computes exactly the C's bits. ``"int8-dot"`` is kernel B (W8A8:
     activations quantized per block of 32, exact integer dot products) for
     the projections, with the same int8 weights; the LM head stays kernel A
-    (or f32 with ``int8_embedding=False``); its integer core runs the best
+    (or f32 with ``int8_embedding=False``), or kernel B as well with
+    ``int8_dot_head=True`` (spec §5's switch: the LM head's activations
+    quantized per block of 32 too); its integer core runs the best
     int8-dot instructions this CPU has (AVX512-VNNI, AVX-VNNI, AVX2 or scalar).
 
     Raises ``SnapshotError``/``ConfigError``/``SafetensorsError`` for a bad
@@ -802,7 +832,7 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
     if weights is not None and weights not in FORMATS:
         raise ValueError(f"weights must be one of {', '.join(FORMATS)} (or None: "
                          f"the snapshot's), got {weights!r}")
-    _check_int8_embedding(int8_embedding, weights)
+    _check_int8_embedding(int8_embedding, weights, int8_dot_head)
     if isinstance(progress, bool):
         progress = StderrProgress() if progress else None
     synthetic = model_dir is None
@@ -820,7 +850,7 @@ def load(model_dir: str | os.PathLike[str] | None = None, *, backend: str = "c",
         model = Model(snapshot, tokenizer, backend=backend,
                       last_only=last_only, context=_context(snapshot.config, context),
                       synthetic=synthetic, progress=progress, weights=fmt,
-                      int8_embedding=int8_embedding)
+                      int8_embedding=int8_embedding, int8_dot_head=int8_dot_head)
         model.widen_weights()
         model._compiled(last_only=True)
     except BaseException:

@@ -162,6 +162,17 @@ def _int8_embedding(args: argparse.Namespace) -> bool:
     return not args.f32_embedding
 
 
+def _int8_dot_head(args: argparse.Namespace) -> bool:
+    """``--int8-dot-head``, which needs ``--weights int8-dot`` and the int8 embedding."""
+    if args.int8_dot_head and args.weights != "int8-dot":
+        raise UserError(f"--int8-dot-head needs --weights int8-dot, got --weights "
+                        f"{args.weights or '(the snapshot default)'}")
+    if args.int8_dot_head and args.f32_embedding:
+        raise UserError("--int8-dot-head and --f32-embedding exclude each other: the first "
+                        "runs the int8 LM head on kernel B, the second keeps the LM head f32")
+    return bool(args.int8_dot_head)
+
+
 def _use_threads(args: argparse.Namespace) -> None:
     """``--threads N``: the compiled kernels' pool size (NANOCOMPILE_THREADS, read by
     the pool when it starts)."""
@@ -204,12 +215,14 @@ def _load_model(args: argparse.Namespace, *, last_only: bool = True,
     from nanocompile.api import load
 
     int8_embedding = _int8_embedding(args)
+    int8_dot_head = _int8_dot_head(args)
     _use_threads(args)
     if args.model is None and notice:
         print(SYNTHETIC_NOTICE, file=sys.stderr, flush=True)
     return load(args.model, backend=getattr(args, "backend", "c"), last_only=last_only,
                 context=getattr(args, "context", None), progress=_progress(),
-                weights=args.weights, int8_embedding=int8_embedding, tokenizer=tokenizer)
+                weights=args.weights, int8_embedding=int8_embedding,
+                int8_dot_head=int8_dot_head, tokenizer=tokenizer)
 
 
 def _sampling_from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -424,13 +437,15 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     if args.explain and args.stage != "scheduled":
         raise UserError(f"--explain needs --stage scheduled, got --stage {args.stage}")
     int8_embedding = _int8_embedding(args)
+    int8_dot_head = _int8_dot_head(args)
     cfg = _load_config(args.model)
     if args.layers is not None and not 0 < args.layers <= cfg.num_hidden_layers:
         raise UserError(f"--layers must be in [1, {cfg.num_hidden_layers}], got {args.layers}")
     text = report_step(_progress(), f"building the program up to stage '{args.stage}'",
                        lambda: ir_text(cfg, args.stage, n_layers=args.layers,
                                        last_only=args.last_only, explain=args.explain,
-                                       weights=args.weights, int8_embedding=int8_embedding))
+                                       weights=args.weights, int8_embedding=int8_embedding,
+                                       int8_dot_head=int8_dot_head))
     print(text)
     return 0
 
@@ -458,6 +473,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     stops = check_stops(args.stop or ())
     _check_sampling_flags(args)
     _int8_embedding(args)
+    _int8_dot_head(args)
     directory = _model_dir(args)
     context = _context_of(args, directory)
     tokenizer = Tokenizer.from_dir(directory)
@@ -683,8 +699,10 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         embedding = "int8" if r["int8_embedding"] else f"{r['graph_weights']} (--f32-embedding)"
         cached = (f"quantized at this load in {r['int8_quantize_seconds']:.1f} s"
                   if r["int8_quantized"] else "mapped from the int8 cache")
+        head = {"a": "; LM head kernel A", "b": "; LM head kernel B too (--int8-dot-head)",
+                None: ""}[r["int8_head_kernel"]]
         kernel = "kernel A (W8A32)" if r["int8_kernel"] == "a" else \
-            "kernel B (W8A8, integer dot products; LM head kernel A)"
+            f"kernel B (W8A8, integer dot products{head})"
         print(f"  int8                  {kernel}: {r['int8_matrices']} matrices, "
               f"int8 values + f32 row scales, {r['int8_weight_bytes'] / 2**20:.1f} MiB "
               f"({cached}); embedding and LM head {embedding}; the other weights "
@@ -869,8 +887,12 @@ def _add_model_options(p: argparse.ArgumentParser, backend: bool = True) -> None
 
 def _add_int8_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--f32-embedding", action="store_true",
-                   help="with --weights int8: keep the embedding and the LM head as the "
-                   "snapshot stores them (default: int8 too, as nanoinfer)")
+                   help="with --weights int8 or int8-dot: keep the embedding and the LM "
+                   "head as the snapshot stores them (default: int8 too, as nanoinfer)")
+    p.add_argument("--int8-dot-head", action="store_true",
+                   help="with --weights int8-dot: run the int8 LM head on kernel B too, its "
+                   "activations quantized per block of 32 (default: kernel A, f32 "
+                   "activations, as spec 5 has it)")
 
 
 def _add_sampling_options(p: argparse.ArgumentParser) -> None:

@@ -87,15 +87,21 @@ GRAPH_PIPELINE = ("cse", "fold-constants", "dce", "fuse")
 INT8_KERNELS = ("a", "b")  # spec §5's kernel A (W8A32) and kernel B (W8A8)
 
 
-def int8_pass(embedding: bool = True, kernel: str = "a") -> str:
+def int8_pass(embedding: bool = True, kernel: str = "a", head: str = "a") -> str:
     """The ``quantize-int8`` pass's pipeline text: kernel ``kernel`` (``"a"``,
     W8A32, or ``"b"``, W8A8 with integer dot products) for the seven projections
     of every layer and, with ``embedding``, the tied embedding (its lookup and
-    the LM head, kernel A either way), as nanoinfer does; ``embedding=False``
-    keeps those f32."""
+    the LM head, kernel A unless ``head`` is ``"b"``: spec §5's switch, kernel B
+    only), as nanoinfer does; ``embedding=False`` keeps those f32. The text
+    names ``head`` only when it is ``"b"``."""
     if kernel not in INT8_KERNELS:
         raise ValueError(f"int8 kernel must be one of {', '.join(INT8_KERNELS)}, got {kernel!r}")
-    return f"quantize-int8{{kernel={kernel} embedding={'int8' if embedding else 'f32'}}}"
+    if head not in INT8_KERNELS or (head == "b" and (kernel != "b" or not embedding)):
+        raise ValueError(f"the int8 LM head's kernel must be 'a', or 'b' with kernel 'b' and "
+                         f"the int8 embedding, got {head!r} (kernel {kernel!r}, "
+                         f"embedding {'int8' if embedding else 'f32'})")
+    text = f"kernel={kernel} embedding={'int8' if embedding else 'f32'}"
+    return f"quantize-int8{{{text}{' head=b' if head == 'b' else ''}}}"
 
 
 @dataclass

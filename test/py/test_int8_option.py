@@ -365,12 +365,20 @@ def test_int8_pass_text_and_program_key() -> None:
     assert int8_pass() == INT8_PASS == "quantize-int8{kernel=a embedding=int8}"
     assert int8_pass(embedding=False) == "quantize-int8{kernel=a embedding=f32}"
     assert int8_pass(kernel="b") == "quantize-int8{kernel=b embedding=int8}"
+    assert int8_pass(kernel="b", head="a") == "quantize-int8{kernel=b embedding=int8}"
+    assert int8_pass(kernel="b", head="b") == "quantize-int8{kernel=b embedding=int8 head=b}"
     with pytest.raises(ValueError, match="int8 kernel must be one of a, b, got 'c'"):
         int8_pass(kernel="c")
+    for bad in ({"head": "b"}, {"kernel": "b", "embedding": False, "head": "b"},
+                {"kernel": "b", "head": "c"}):
+        with pytest.raises(ValueError, match="the int8 LM head's kernel must be 'a', or 'b' "
+                                             "with kernel 'b' and the int8 embedding"):
+            int8_pass(**bad)  # type: ignore[arg-type]
     base = {"graph_text": "g", "fuse": True, "schedule": True, "arch": "a"}
     keys = {program_cache.program_key(**base, quantize=q)  # type: ignore[arg-type]
-            for q in ("", int8_pass(), int8_pass(embedding=False))}
-    assert len(keys) == 3
+            for q in ("", int8_pass(), int8_pass(embedding=False), int8_pass(kernel="b"),
+                      int8_pass(kernel="b", head="b"))}
+    assert len(keys) == 5
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -382,6 +390,13 @@ def test_int8_pass_text_and_program_key() -> None:
      r"int8_embedding=False needs weights='int8' or 'int8-dot', got weights='bf16'"),
     ({"int8_embedding": False},
      r"int8_embedding=False needs weights='int8' or 'int8-dot', got weights=None"),
+    ({"weights": "int8", "int8_dot_head": True},
+     r"int8_dot_head=True needs weights='int8-dot', got weights='int8'"),
+    ({"weights": "int8-dot", "int8_dot_head": 1},
+     r"int8_dot_head must be True or False, got 1"),
+    ({"weights": "int8-dot", "int8_dot_head": True, "int8_embedding": False},
+     r"int8_dot_head=True needs the int8 embedding \(int8_embedding=True\): with "
+     r"int8_embedding=False the LM head is not int8"),
 ])
 def test_bad_options_are_value_errors(tiny_snapshot: Path, options: dict[str, object],
                                       message: str) -> None:
@@ -410,6 +425,12 @@ def run(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[s
                              "(the snapshot default)"),
     (["--weights", "bf16", "--f32-embedding"], 1,
      "--f32-embedding needs --weights int8 or int8-dot, got --weights bf16"),
+    (["--weights", "int8", "--int8-dot-head"], 1,
+     "--int8-dot-head needs --weights int8-dot, got --weights int8"),
+    (["--int8-dot-head"], 1,
+     "--int8-dot-head needs --weights int8-dot, got --weights (the snapshot default)"),
+    (["--weights", "int8-dot", "--int8-dot-head", "--f32-embedding"], 1,
+     "--int8-dot-head and --f32-embedding exclude each other"),
 ])
 def test_cli_bad_int8_flags_are_one_line(tiny_snapshot: Path, args: list[str], code: int,
                                          message: str, capsys: pytest.CaptureFixture[str],
@@ -474,3 +495,36 @@ def test_int8_dot_is_kernel_b_on_both_backends(tiny_snapshot: Path, home: Path) 
     assert not np.array_equal(a.logits(ids), c.logits(ids))  # kernel B is not kernel A
     assert c.generate("Hello", max_tokens=4, stop_at_eos=False).token_ids == \
         interp.generate("Hello", max_tokens=4, stop_at_eos=False).token_ids
+
+
+@pytest.mark.slow  # two loads and kernel-B compiles (~6 s): the 3-minute budget
+def test_int8_dot_head_is_kernel_b_on_both_backends(tiny_snapshot: Path, home: Path) -> None:
+    """``int8_dot_head=True`` (spec §5's switch): the LM head on kernel B too; the C
+    program gives the exact interpreter's logits bit for bit at every position, other
+    logits than kernel A's LM head, and the report and repr say so."""
+    c = load(tiny_snapshot, weights="int8-dot", int8_dot_head=True, last_only=False)
+    interp = load(tiny_snapshot, weights="int8-dot", int8_dot_head=True, backend="interpreter")
+    report = c.compile_report()
+    assert (report["int8_kernel"], report["int8_head_kernel"]) == ("b", "b")
+    assert "weights='int8-dot', int8_embedding=True, int8_dot_head=True" in repr(c)
+    ids = c.tokenizer.encode("The capital of France is")
+    got = c.logits(ids)
+    assert got.shape[0] == len(ids)
+    np.testing.assert_array_equal(got.view(np.uint32), interp.logits(ids).view(np.uint32))
+    head_a = load(tiny_snapshot, weights="int8-dot", last_only=False)
+    assert head_a.compile_report()["int8_head_kernel"] == "a"
+    assert not np.array_equal(head_a.logits(ids), got)  # the LM head's activations quantized
+    assert c.generate("Hello", max_tokens=4, stop_at_eos=False).token_ids == \
+        interp.generate("Hello", max_tokens=4, stop_at_eos=False).token_ids
+
+
+@pytest.mark.slow  # a CLI run that loads the tiny model: the 3-minute budget
+def test_cli_compile_says_int8_dot_head(env: dict[str, str], tiny_snapshot: Path) -> None:
+    proc = run(env, "compile", "--model", tiny_snapshot, "--weights", "int8-dot",
+               "--int8-dot-head")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^  int8\s+kernel B \(W8A8, integer dot products; LM head kernel B too "
+                     r"\(--int8-dot-head\)\): ", proc.stdout, re.M), proc.stdout
+    plain = run(env, "compile", "--model", tiny_snapshot, "--weights", "int8-dot")
+    assert plain.returncode == 0, plain.stderr
+    assert "integer dot products; LM head kernel A)" in plain.stdout

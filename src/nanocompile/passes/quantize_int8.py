@@ -36,7 +36,10 @@ scale[id]`` (one rounding)::
 Option ``kernel=b`` (spec §5 kernel B, W8A8 with integer dot products) rewrites
 the projections that are not the LM head into kernel B instead; the embedding
 (with ``embedding=int8``) is as above, its LM head kernel A, so the LM head
-keeps f32 activations. Each activation ``x`` f32 ``[M, K]`` read by kernel-B
+keeps f32 activations. Option ``head=b`` (with ``kernel=b`` and
+``embedding=int8`` only: spec §5's switch) makes the LM head kernel B too, its
+activations (the final norm's output) quantized like any other; the lookup
+stays ``f32(q[id]) * scale[id]``. Each activation ``x`` f32 ``[M, K]`` read by kernel-B
 projections is quantized once, right after it is computed (q, k and v share
 one; ``nb = ceil(K / 32)``, ``Kp = 32 nb``)::
 
@@ -72,6 +75,7 @@ the frontend builds it, before ``fuse`` (the compiler does:
 
     nc-opt -p 'quantize-int8{embedding=f32}' model.mlir
     nc-opt -p 'quantize-int8{kernel=b}' model.mlir
+    nc-opt -p 'quantize-int8{kernel=b head=b}' model.mlir
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ from nanocompile.ir.symbolic import Expr
 
 KERNELS = ("a", "b")
 """spec §5's kernels this pass can target: ``a`` (W8A32), ``b`` (W8A8)."""
+HEADS = KERNELS  # the LM head's kernel: ``b`` only with kernel b and the int8 embedding
 
 EMBEDDINGS = ("int8", "f32")
 ORDER = "blocks32"  # kernel A's order of the sum over k (graph.MATMUL_ORDERS)
@@ -326,14 +331,26 @@ def _quantize(plan: _Plan, kernel_b: _ActivationCache | None = None) -> None:
     block.erase_op(plan.weight)
 
 
-def quantize_func(func: g.GraphFuncOp, embedding: bool = True, kernel: str = "a") -> list[str]:
-    """Quantize ``func``'s projections (and with ``embedding`` its embedding
-    weights) in place, the projections other than the embedding's into spec §5's
-    ``kernel`` (``"a"`` or ``"b"``; the embedding's LM head is always kernel A);
-    the names of the weights quantized, in graph order."""
+def check_options(kernel: str, embedding: bool, head: str) -> None:
+    """A ValueError unless ``kernel``, ``embedding`` and ``head`` go together."""
     if kernel not in KERNELS:
         raise ValueError(f"quantize-int8: expected kernel {' or '.join(KERNELS)}, "
                          f"got {kernel!r}")
+    if head not in HEADS:
+        raise ValueError(f"quantize-int8: expected head {' or '.join(HEADS)}, got {head!r}")
+    if head == "b" and (kernel != "b" or not embedding):
+        raise ValueError("quantize-int8: head=b (the LM head kernel B) needs kernel=b and "
+                         "embedding=int8")
+
+
+def quantize_func(func: g.GraphFuncOp, embedding: bool = True, kernel: str = "a",
+                  head: str = "a") -> list[str]:
+    """Quantize ``func``'s projections (and with ``embedding`` its embedding
+    weights) in place, the projections other than the embedding's into spec §5's
+    ``kernel`` (``"a"`` or ``"b"``), the embedding's LM head into ``head``
+    (kernel A unless ``"b"``, which needs kernel ``"b"`` and ``embedding``);
+    the names of the weights quantized, in graph order."""
+    check_options(kernel, embedding, head)
     taken = {w.weight_name.data for w in func.weights()}
     plans = [p for w in func.weights() if (p := _plan(w)) is not None
              and (embedding or not _is_embedding(p))]
@@ -345,7 +362,8 @@ def quantize_func(func: g.GraphFuncOp, embedding: bool = True, kernel: str = "a"
                                           f"'{plan.name + suffix}'")
     activations = _ActivationCache()
     for plan in plans:
-        _quantize(plan, activations if kernel == "b" and not _is_embedding(plan) else None)
+        kernel_b = kernel == "b" and (head == "b" or not _is_embedding(plan))
+        _quantize(plan, activations if kernel_b else None)
     return [p.name for p in plans]
 
 
@@ -377,19 +395,22 @@ class QuantizeInt8Pass(ModulePass):
 
     kernel: str = "a"
     """spec §5's kernel of the projections: ``a`` (W8A32, the sum in ``blocks32``
-    order) or ``b`` (W8A8: ``graph.matmul_i8``; the LM head stays kernel A)."""
+    order) or ``b`` (W8A8: ``graph.matmul_i8``; the LM head kernel A unless ``head=b``)."""
 
     embedding: str = "int8"
     """``int8``: the embedding lookup and the LM head int8 too; ``f32``: left as they are."""
 
+    head: str = "a"
+    """spec §5's kernel of the int8 LM head: ``a`` (f32 activations, the default)
+    or ``b`` (its activations quantized: needs ``kernel=b embedding=int8``)."""
+
     def __post_init__(self) -> None:
-        if self.kernel not in KERNELS:
-            raise ValueError(f"quantize-int8: expected kernel {' or '.join(KERNELS)}, "
-                             f"got {self.kernel!r}")
         if self.embedding not in EMBEDDINGS:
             raise ValueError(f"quantize-int8: expected embedding {' or '.join(EMBEDDINGS)}, "
                              f"got {self.embedding!r}")
+        check_options(self.kernel, self.embedding == "int8", self.head)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in [f for f in op.walk() if isinstance(f, g.GraphFuncOp)]:
-            quantize_func(func, embedding=self.embedding == "int8", kernel=self.kernel)
+            quantize_func(func, embedding=self.embedding == "int8", kernel=self.kernel,
+                          head=self.head)

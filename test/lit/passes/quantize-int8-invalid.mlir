@@ -2,6 +2,9 @@
 // RUN: not nc-opt %s -p 'quantize-int8{kernel=c}' 2>&1 | filecheck %s --check-prefix=KERNEL
 // RUN: not nc-opt %s -p 'quantize-int8{embedding=bf16}' 2>&1 | filecheck %s --check-prefix=EMBED
 // RUN: not nc-opt %s -p 'quantize-int8' 2>&1 | filecheck %s --check-prefix=TAKEN
+// RUN: not nc-opt %s -p 'quantize-int8{head=c}' 2>&1 | filecheck %s --check-prefix=HEAD
+// RUN: not nc-opt %s -p 'quantize-int8{head=b}' 2>&1 | filecheck %s --check-prefix=HEADB
+// RUN: not nc-opt %s -p 'quantize-int8{kernel=b embedding=f32 head=b}' 2>&1 | filecheck %s --check-prefix=HEADB
 
 // KERNEL:      nc-opt: error: quantize-int8: expected kernel a or b, got 'c'
 // KERNEL-NOT:  Traceback
@@ -9,6 +12,10 @@
 // EMBED-NOT:   Traceback
 // TAKEN:       nc-opt: quantize-int8: weight 'w' cannot be quantized: the graph already has a weight 'w.scale'
 // TAKEN-NOT:   Traceback
+// HEAD:        nc-opt: error: quantize-int8: expected head a or b, got 'c'
+// HEAD-NOT:    Traceback
+// HEADB:       nc-opt: error: quantize-int8: head=b (the LM head kernel B) needs kernel=b and embedding=int8
+// HEADB-NOT:   Traceback
 
 graph.func @f {
   %x = graph.input "x" : !graph.tensor<[seq, 8], f32>

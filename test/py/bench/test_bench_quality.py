@@ -67,7 +67,7 @@ def test_top1_agreement_and_summary() -> None:
 
 def test_compare_runs_each_variant_against_the_reference() -> None:
     """``compare`` with stand-in models: the reference's logits, the int8 variants'
-    (one KL and agreement each) and kernel B as not built."""
+    (one KL and agreement each), kernels A and B."""
     ref = np.array([[0.0, 0.0], [1.0, 0.0]], np.float32)
     shifted = np.array([[math.log(3.0), 0.0], [0.0, 1.0]], np.float32)
     seen: list[dict[str, Any]] = []
@@ -77,18 +77,19 @@ def test_compare_runs_each_variant_against_the_reference() -> None:
         return ref if not options else shifted
 
     out = quality.compare(logits_of)
-    assert seen == [{}, {"weights": "int8"}, {"weights": "int8", "int8_embedding": False}]
+    assert seen == [{}, {"weights": "int8"}, {"weights": "int8", "int8_embedding": False},
+                    {"weights": "int8-dot"}, {"weights": "int8-dot", "int8_dot_head": True},
+                    {"weights": "int8-dot", "int8_embedding": False}]
     v = out["variants"]["int8"]
     # row 0 as above; row 1: P = (e, 1) / (e + 1), Q its reverse: KL = (e - 1) / (e + 1)
     assert v["kl_mean"] == pytest.approx(
         (0.5 * math.log(4.0 / 3.0) + (math.e - 1) / (math.e + 1)) / 2, rel=1e-6)
     assert v["kl_argmax_position"] == 1
     assert v["top1_agreement"] == 0.5  # row 0: both argmax 0 (the first of a tie); row 1 not
-    assert out["variants"][quality.KERNEL_B]["built"] is False
     m = quality.measurements(out, threads=1)
+    names = ["int8", "int8-f32-embedding", "int8-dot", "int8-dot-head", "int8-dot-f32-embedding"]
     assert [(e["engine"], e["metric"]) for e in m] == [
-        ("c-int8", "kl_divergence"), ("c-int8", "top1_agreement"),
-        ("c-int8-f32-embedding", "kl_divergence"), ("c-int8-f32-embedding", "top1_agreement")]
+        (f"c-{n}", metric) for n in names for metric in ("kl_divergence", "top1_agreement")]
 
 
 def test_the_text_has_a_few_hundred_tokens(tiny_snapshot: Path) -> None:
@@ -100,7 +101,7 @@ def test_the_text_has_a_few_hundred_tokens(tiny_snapshot: Path) -> None:
         quality.text_ids(tiny_snapshot, 4096)
 
 
-@pytest.mark.slow  # three loads and compiles of the tiny model (~15 s): the 3-minute budget
+@pytest.mark.slow  # six loads and compiles of the tiny model (~30 s): the 3-minute budget
 def test_smoke_appends_a_quality_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     import bench
@@ -110,11 +111,11 @@ def test_smoke_appends_a_quality_record(tmp_path: Path, monkeypatch: pytest.Monk
     assert bench.main(["quality", "--smoke", "--results", str(path)]) == 0
     out = capsys.readouterr().out
     assert "32 positions of bench.quality.TEXT" in out
-    assert f"{quality.KERNEL_B:20} not measured: {quality.KERNEL_B_REASON}" in out
     [record] = results.load_records(path, kind="quality")
     payload = record["payload"]
     assert payload["text"]["tokens"] == 32
-    for name in ("int8", "int8-f32-embedding"):
+    for name in ("int8", "int8-f32-embedding", "int8-dot", "int8-dot-head",
+                 "int8-dot-f32-embedding"):
         v = payload["variants"][name]
         assert v["positions"] == 32
         assert 0.0 <= v["kl_median"] <= v["kl_p95"] <= v["kl_max"]

@@ -5,9 +5,11 @@ and the sequential offset sum in NumPy, ``interpreter/exact.py``) and the
 compiled C program give the same bits.
 
 Claims, with the int8 embedding (its LM head kernel A: kernel B keeps the LM
-head's activations f32) and without (``embedding=f32``):
+head's activations f32), with it and spec §5's switch (``head=b``: the LM head
+kernel B too, its activations quantized) and without it (``embedding=f32``):
 
-* the graph has kernel B's projections (``graph.matmul_i8``, seven per layer);
+* the graph has kernel B's projections (``graph.matmul_i8``, seven per layer,
+  and the LM head with ``head=b``);
 * every position's logits of a prompt, then of each cached greedy decode step,
   and the KV cache after them, bit for bit, the C at 1 and 2 threads (the tiny
   model on the host's arch; every other arch and the f32 embedding in the full
@@ -43,10 +45,11 @@ PROJECTIONS_PER_LAYER = 7  # q, k, v, o, gate, up, down
 class KernelBModel:
     """The kernel-B graph of one snapshot, its weights and the exact interpreter."""
 
-    def __init__(self, directory: Path, cache: Path, embedding: bool) -> None:
+    def __init__(self, directory: Path, cache: Path, embedding: bool, head: str = "a") -> None:
         self.dir = directory
         self.snap = Snapshot.open(directory)
-        self.quantize = int8_pass(embedding, kernel="b")
+        self.embedding, self.head = embedding, head
+        self.quantize = int8_pass(embedding, kernel="b", head=head)
         self.graph = build_qwen2(self.snap.config, Qwen2GraphOptions(weights="bf16"))
         self.quantized = quantize_graph(self.graph, self.quantize)
         self.weights = int8_weights(self.snap, self.quantized, SnapshotWeights(self.snap, "bf16"),
@@ -105,17 +108,25 @@ def _bitwise(model: KernelBModel, arch: Arch, key: str) -> None:
 
 # the f32 embedding in the full suite only (the 3-minute budget: seconds a model,
 # most of them the exact interpreter)
-@pytest.fixture(scope="module", params=[True, pytest.param(False, marks=pytest.mark.slow)],
-                ids=["int8-embedding", "f32-embedding"])
+@pytest.fixture(scope="module", params=[(True, "a"), pytest.param((False, "a"),
+                                                                   marks=pytest.mark.slow),
+                                         (True, "b")],
+                ids=["int8-embedding", "f32-embedding", "int8-dot-head"])
 def tiny(request: pytest.FixtureRequest, tiny_snapshot: Path,
          tmp_path_factory: pytest.TempPathFactory) -> KernelBModel:
-    return KernelBModel(tiny_snapshot, tmp_path_factory.mktemp("int8-b-cache"), request.param)
+    embedding, head = request.param
+    return KernelBModel(tiny_snapshot, tmp_path_factory.mktemp("int8-b-cache"), embedding, head)
 
 
 def test_tiny_graph_has_kernel_b_projections(tiny: KernelBModel) -> None:
     func = next(op for op in tiny.quantized.ops if isinstance(op, g.GraphFuncOp))
     cores = [op for op in func.block.ops if isinstance(op, g.MatmulI8Op)]
-    assert len(cores) == PROJECTIONS_PER_LAYER * tiny.snap.config.num_hidden_layers
+    heads = 1 if tiny.head == "b" else 0  # the LM head on kernel B too
+    assert len(cores) == PROJECTIONS_PER_LAYER * tiny.snap.config.num_hidden_layers + heads
+    kernel_a = [op for op in func.block.ops if isinstance(op, g.MatmulOp)
+                and op.order_name == "blocks32"]
+    # kernel A is left for the int8 LM head without the switch only
+    assert len(kernel_a) == (1 if tiny.embedding and tiny.head == "a" else 0)
 
 
 @pytest.mark.slow  # the non-slow suite's 3-minute budget; the full suite runs it
@@ -138,4 +149,12 @@ def test_tiny_kernel_b_c_is_bitwise_on_the_other_arches(tiny: KernelBModel, arch
 def test_full_size_kernel_b_c_is_bitwise_the_exact_interpreter(
         full_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     model = KernelBModel(full_snapshot, tmp_path_factory.mktemp("int8-b-cache-full"), True)
+    _bitwise(model, host_arch(), "france")
+
+
+@pytest.mark.slow  # the full-size model interpreted exactly: minutes
+def test_full_size_kernel_b_head_c_is_bitwise_the_exact_interpreter(
+        full_snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """spec §5's switch: the LM head (151,936 x 896) on kernel B as well."""
+    model = KernelBModel(full_snapshot, tmp_path_factory.mktemp("int8-b-head-full"), True, "b")
     _bitwise(model, host_arch(), "france")
