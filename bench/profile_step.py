@@ -53,6 +53,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="weight format (default: the snapshot's, bf16 for a bf16 "
                              "snapshot; int8 / int8-dot: spec 5's kernel A / B, quantized "
                              "from the snapshot as nanocompile generate --weights does)")
+    parser.add_argument("--int8-dot-head", action="store_true",
+                        help="with --weights int8-dot: the int8 LM head on kernel B too "
+                             "(nanocompile generate --int8-dot-head)")
     parser.add_argument("--out", type=Path, default=None,
                         help="results file to append to (default bench/results.jsonl)")
     parser.add_argument("--no-append", action="store_true", help="do not append the result")
@@ -136,12 +139,25 @@ def _profiled_state_forward(engine: Any, program: Any, ids: list[int], cache: An
     return wall, _summed(steps)
 
 
+def _quantize_text(fmt: str, int8_dot_head: bool) -> str:
+    """The ``quantize-int8`` text ``nanocompile.load(weights=fmt)`` runs (the int8
+    embedding too; "" for bf16 and f32)."""
+    from nanocompile.api import INT8_FORMATS
+    from nanocompile.compiler import int8_pass
+
+    if int8_dot_head and fmt != "int8-dot":
+        raise BenchError(f"--int8-dot-head needs --weights int8-dot, got {fmt}")
+    if fmt not in INT8_FORMATS:
+        return ""
+    return int8_pass(True, INT8_FORMATS[fmt], "b" if int8_dot_head else "a")
+
+
 def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
-                  schedule: bool, weights: str | None = None, kv: str = "state"
-                  ) -> dict[str, Any]:
+                  schedule: bool, weights: str | None = None, kv: str = "state",
+                  int8_dot_head: bool = False) -> dict[str, Any]:
     """Profile ``rounds`` prefill and decode steps (``weights``: "bf16", "f32", "int8",
-    "int8-dot" or None, the snapshot's format; ``kv``: the graph's KV form,
-    models.qwen2.KV_FORMS)."""
+    "int8-dot" or None, the snapshot's format; ``int8_dot_head``: with "int8-dot",
+    the LM head kernel B too; ``kv``: the graph's KV form, models.qwen2.KV_FORMS)."""
     from nanocompile.api import (
         INT8_FORMATS,
         PREFILL_CHUNK,
@@ -151,7 +167,7 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
     )
     from nanocompile.backend.runtime import CompiledBackend
     from nanocompile.checkpoint.snapshot import Snapshot
-    from nanocompile.compiler import compile_program, int8_pass, quantize_graph
+    from nanocompile.compiler import compile_program, quantize_graph
     from nanocompile.inference.engine import (
         Engine,
         SnapshotWeights,
@@ -168,6 +184,7 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
     except SnapshotError as e:
         raise BenchError(str(e)) from None
     fmt = default_weights(snap) if weights is None else weights
+    quantize = _quantize_text(fmt, int8_dot_head)
     if fmt == "bf16" and default_weights(snap) != "bf16":
         raise BenchError(f"--weights bf16: {directory} stores no tensor in bf16 "
                          "(use --weights f32)")
@@ -179,9 +196,7 @@ def profile_steps(model: Path | None, threads: int, rounds: int, prompt: int,
     graph = build_qwen2(snap.config, Qwen2GraphOptions(last_only=True, weights=base, wide=wide,
                                                        kv=kv))
     bound: Any = SnapshotWeights(snap, base)
-    quantize = ""
-    if fmt in INT8_FORMATS:  # as nanocompile.load(weights=fmt): the int8 embedding too
-        quantize = int8_pass(True, INT8_FORMATS[fmt])
+    if quantize:
         bound = int8_weights(snap, quantize_graph(graph, quantize, verify=False), bound)
     print(f"bench profile: compiling ({fmt} weights) ...", file=sys.stderr)
     # the winners of the thread count profiled (until session 26 the default
@@ -243,7 +258,7 @@ def main(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.threads < 1 or args.prompt < 1:
         raise BenchError("--rounds, --threads and --prompt must be >= 1")
     result = profile_steps(args.model, args.threads, args.rounds, args.prompt,
-                           not args.no_schedule, args.weights, args.kv)
+                           not args.no_schedule, args.weights, args.kv, args.int8_dot_head)
     print(f"threads {result['threads']}, schedules {'on' if result['schedule'] else 'off'}, "
           f"{result['weights']} weights, KV cache as {result['kv']}")
     for step in ("decode", "prefill"):

@@ -54,6 +54,20 @@ def test_int8_formats_profile_the_quantized_program(tiny_snapshot: Path, weights
         assert 0 < result[step]["kernels_ms"] <= result[step]["wall_ms"]
 
 
+def test_int8_dot_head_profiles_the_lm_head_on_kernel_b(tiny_snapshot: Path) -> None:
+    """``--int8-dot-head``: the program ``load(weights="int8-dot", int8_dot_head=True)``
+    runs (its quantize-int8 text names head=b), and only with int8-dot."""
+    from bench import BenchError
+    from nanocompile.compiler import int8_pass
+
+    result = profile_steps(tiny_snapshot, threads=1, rounds=1, prompt=5, schedule=True,
+                           weights="int8-dot", int8_dot_head=True)
+    assert result["quantize"] == int8_pass(True, "b", "b")
+    with pytest.raises(BenchError, match="--int8-dot-head needs --weights int8-dot, got int8"):
+        profile_steps(tiny_snapshot, threads=1, rounds=1, prompt=5, schedule=True,
+                      weights="int8", int8_dot_head=True)
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_the_profile_runs_the_winners_of_its_thread_count(
         tiny_snapshot: Path, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
