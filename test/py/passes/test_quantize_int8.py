@@ -31,7 +31,10 @@ Kernel B (``kernel=b``, spec §5's W8A8):
   embedding's lookup and kernel-A LM head; and on the tiny Qwen2 graph itself,
   layer 0's q projection of the real activation;
 * the tiny model runs whole in kernel B (exact mode): finite logits, and its
-  agreement with kernel A and f32 is printed (not a gate: random weights).
+  agreement with kernel A and f32 is printed (not a gate: random weights);
+* ``head=b`` (the LM head on kernel B too) moves one more activation
+  quantization's bytes per LM-head row, derived from the quantization's four
+  kernels (all positions' logits).
 """
 
 from __future__ import annotations
@@ -171,6 +174,30 @@ def test_bytes_per_step_one_per_weight_element(weights: str, embedding: str,
     if (weights, embedding, layers) == ("bf16", "int8", None):
         assert str(after) == ("5376*past*seq + 5376*seq*seq + 24576*past + 4595596*seq "
                               "+ 496540160")
+
+
+def test_kernel_b_head_bytes_are_one_more_quantization() -> None:
+    """``head=b`` (spec §5's switch) moves, per token row of the LM head, the bytes of
+    one more activation quantization (H columns, nb = H / 32 blocks: block maxima
+    read x, 4 H, and write xs, 4 nb; xq reads x and xs, writes H; the block sums
+    read xq, write 4 nb; the offset reads them and xs, 8 nb, writes 4) and the LM
+    head reads xq, xs and the offset (H + 4 nb + 4) instead of x (4 H): 7 H + 24 nb
+    + 8 more. All positions' logits, so the final norm's output is a tensor in
+    both programs."""
+    def moved(head: str) -> Expr:
+        module = build_qwen2(CFG, Qwen2GraphOptions(n_layers=2, last_only=False,
+                                                    weights="bf16"))
+        QuantizeInt8Pass(kernel="b", head=head).apply(Context(), module)
+        module.verify()
+        return _bytes(module)
+
+    hidden = CFG.hidden_size
+    blocks = hidden // 32
+    quantization = (4 * hidden + 4 * blocks) + (4 * hidden + 4 * blocks + hidden) \
+        + (hidden + 4 * blocks) + (8 * blocks + 4)
+    per_row = quantization + (hidden + 4 * blocks + 4) - 4 * hidden
+    assert per_row == 7 * hidden + 24 * blocks + 8
+    assert moved("b") - moved("a") == per_row * Expr.sym("seq")
 
 
 def _linear_graph(n: int, k: int) -> g.GraphFuncOp:
