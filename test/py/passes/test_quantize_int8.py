@@ -32,9 +32,10 @@ Kernel B (``kernel=b``, spec §5's W8A8):
   layer 0's q projection of the real activation;
 * the tiny model runs whole in kernel B (exact mode): finite logits, and its
   agreement with kernel A and f32 is printed (not a gate: random weights);
-* ``head=b`` (the LM head on kernel B too) moves one more activation
-  quantization's bytes per LM-head row, derived from the quantization's four
-  kernels (all positions' logits).
+* its bytes per step are kernel A's plus, per token row and layer, four
+  activation quantizations (derived from their four kernels) and the
+  projections reading int8 activations; ``head=b`` (the LM head on kernel B
+  too) one more quantization per LM-head row (all positions' logits).
 """
 
 from __future__ import annotations
@@ -176,6 +177,49 @@ def test_bytes_per_step_one_per_weight_element(weights: str, embedding: str,
                               "+ 496540160")
 
 
+def _quantization_bytes(k: int) -> int:
+    """Bytes one activation quantization moves per token row, K = ``k`` columns a
+    multiple of 32 (nb = K / 32 blocks), in its four kernels: the block maxima read
+    x (4 K) and write xs (4 nb); xq = round(x / xs) reads x and xs, writes K; the
+    block sums read xq, write 4 nb (i32); the offset reads them and xs (8 nb) and
+    writes 4."""
+    nb = k // 32
+    return (4 * k + 4 * nb) + (4 * k + 4 * nb + k) + (k + 4 * nb) + (8 * nb + 4)
+
+
+def _moved(kernel: str, head: str = "a", layers: int = 2) -> Expr:
+    """Bytes per step of the ``quantize-int8{kernel head}`` program, all positions."""
+    module = build_qwen2(CFG, Qwen2GraphOptions(n_layers=layers, last_only=False,
+                                                weights="bf16"))
+    QuantizeInt8Pass(kernel=kernel, head=head).apply(Context(), module)
+    module.verify()
+    return _bytes(module)
+
+
+def test_kernel_b_bytes_are_kernel_a_and_its_quantizations() -> None:
+    """Kernel B against kernel A, per token row and layer: four activation
+    quantizations (q/k/v's input and o's, H columns; gate/up's, H; down's, I), and
+    each projection reads xq and xs (K + 4 nb bytes) instead of x (4 K), plus the
+    offset (4) where its epilogue subtracts it: q, k, v, o and down; gate and up
+    store raw sums and the SiLU kernel reads the offset once. The weights' bytes
+    are the same int8 and scales (the constant term); the LM head is kernel A in
+    both."""
+    hidden, inter = CFG.hidden_size, CFG.intermediate_size
+
+    def reads(k: int, offset: bool) -> int:  # a projection's x bytes: kernel B - kernel A
+        return k + 4 * (k // 32) + (4 if offset else 0) - 4 * k
+
+    per_layer = (3 * _quantization_bytes(hidden) + _quantization_bytes(inter)
+                 + 4 * reads(hidden, True)  # q, k, v, o
+                 + 2 * reads(hidden, False) + 4  # gate, up; the offset in the SiLU kernel
+                 + reads(inter, True))  # down
+    # by hand for H = 896, I = 4864: 3 * 9524 + 51684 - 4 * 2572 - 2 * 2576 + 4 - 13980
+    assert per_layer == 50840
+    a, b = _moved("a"), _moved("b")
+    assert b - a == 2 * per_layer * Expr.sym("seq")
+    assert b.coefficient("past") == a.coefficient("past")
+
+
 def test_kernel_b_head_bytes_are_one_more_quantization() -> None:
     """``head=b`` (spec §5's switch) moves, per token row of the LM head, the bytes of
     one more activation quantization (H columns, nb = H / 32 blocks: block maxima
@@ -184,20 +228,11 @@ def test_kernel_b_head_bytes_are_one_more_quantization() -> None:
     head reads xq, xs and the offset (H + 4 nb + 4) instead of x (4 H): 7 H + 24 nb
     + 8 more. All positions' logits, so the final norm's output is a tensor in
     both programs."""
-    def moved(head: str) -> Expr:
-        module = build_qwen2(CFG, Qwen2GraphOptions(n_layers=2, last_only=False,
-                                                    weights="bf16"))
-        QuantizeInt8Pass(kernel="b", head=head).apply(Context(), module)
-        module.verify()
-        return _bytes(module)
-
     hidden = CFG.hidden_size
     blocks = hidden // 32
-    quantization = (4 * hidden + 4 * blocks) + (4 * hidden + 4 * blocks + hidden) \
-        + (hidden + 4 * blocks) + (8 * blocks + 4)
-    per_row = quantization + (hidden + 4 * blocks + 4) - 4 * hidden
+    per_row = _quantization_bytes(hidden) + (hidden + 4 * blocks + 4) - 4 * hidden
     assert per_row == 7 * hidden + 24 * blocks + 8
-    assert moved("b") - moved("a") == per_row * Expr.sym("seq")
+    assert _moved("b", "b") - _moved("b", "a") == per_row * Expr.sym("seq")
 
 
 def _linear_graph(n: int, k: int) -> g.GraphFuncOp:
