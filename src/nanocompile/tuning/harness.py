@@ -32,7 +32,8 @@ from memory: the arguments exist in ``copies`` copies that share nothing,
 enough copies to exceed ``stream_bytes`` (default: twice the last-level
 cache), so a call never finds the previous call's weights in cache, as in a
 decode step. The copies lie in one anonymous mapping advised into 2 MiB pages
-(``timing_arena``), as the model maps its weight files (``checkpoint.pagecache``):
+(``timing_arena``), as the model maps its weight files (``checkpoint.pagecache``)
+and keeps its widened f32 weights (``backend.hugepages``):
 how many weight rows a tile should stream at once depends on it (measured on
 an AMD EPYC Zen 4, session 29: int8 rows read by tiles of 4 / 8 strided rows,
 29 / 22 GB/s in 2 MiB pages, 22 / 21 in 4 KiB ones, which is what numpy's
@@ -45,7 +46,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import mmap
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,7 +56,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from nanocompile.backend.gcc import compile_library
-from nanocompile.checkpoint.pagecache import HUGE_PAGE, advise_huge
+from nanocompile.backend.hugepages import huge_array
 from nanocompile.dialects import loop
 from nanocompile.ir.symbolic import Expr
 from nanocompile.targets.c import C_TYPES, CEmitter, kernel_c_name
@@ -448,14 +448,9 @@ def _slot(nbytes: int) -> int:
 
 def timing_arena(nbytes: int) -> np.ndarray:
     """``nbytes`` of fresh anonymous memory (a uint8 array) starting on a 2 MiB
-    boundary, advised into 2 MiB pages (``MADV_HUGEPAGE``, where the platform
-    has it) before anything touches it; the array keeps its mapping alive."""
-    # private: a shared anonymous mapping is shmem, whose huge pages are another setting
-    mapping = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    advise_huge(mapping)
-    raw = np.frombuffer(mapping, np.uint8)
-    start = -raw.ctypes.data % HUGE_PAGE
-    return raw[start:start + nbytes]
+    boundary, in 2 MiB pages where the platform gives them
+    (``backend.hugepages.huge_array``)."""
+    return huge_array(nbytes)
 
 
 def _call_c(name: str, kernel: loop.KernelOp, index: str) -> str:

@@ -21,23 +21,19 @@ Claims:
 * the number of copies follows ``stream_bytes`` over the weights' bytes,
   capped at 256; the buffers' sizes follow the footprints;
 * the timed copies lie one after another in one arena that starts on a 2 MiB
-  boundary (``timing_arena``), and such an arena is mapped in 2 MiB pages
-  where the kernel has transparent huge pages (skipped, with the reason,
-  where it has not or cannot say).
+  boundary (``timing_arena``: ``backend.hugepages``, tested there).
 
 No duration is asserted (only that each is positive).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ModuleOp, f32, i1
 
-from nanocompile.checkpoint.pagecache import HUGE_PAGE
+from nanocompile.backend.hugepages import HUGE_PAGE
 from nanocompile.compiler import lower_to_loop, optimize_graph
 from nanocompile.dialects import loop
 from nanocompile.frontend import composites as C
@@ -53,7 +49,6 @@ from nanocompile.tuning.harness import (
     Workload,
     footprint_elements,
     read_values,
-    timing_arena,
 )
 
 K = 64
@@ -266,41 +261,6 @@ def test_timed_copies_lie_in_one_arena_on_a_huge_page_boundary(kernel: loop.Kern
     assert starts[0] % HUGE_PAGE == 0  # the arena's first byte
     assert all(b >= e for e, b in zip(ends, starts[1:], strict=False))  # in order, apart
     assert ends[-1] - starts[0] < 3 * 3 * (WEIGHT_BYTES + 64 * 7 * K)  # and nothing between
-
-
-def _anon_huge_bytes(address: int) -> int | None:
-    """``AnonHugePages`` of the mapping of this process holding ``address``, or None."""
-    try:
-        text = Path("/proc/self/smaps").read_text()
-    except OSError:
-        return None
-    inside = False
-    for line in text.splitlines():
-        head = line.split()[0] if line else ""
-        if "-" in head and ":" not in head:
-            lo, hi = (int(v, 16) for v in head.split("-"))
-            inside = lo <= address < hi
-        elif inside and line.startswith("AnonHugePages:"):
-            return int(line.split()[1]) * 1024
-    return None
-
-
-def test_an_arena_is_mapped_in_huge_pages() -> None:
-    try:
-        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-    except OSError:
-        pytest.skip("no /sys/kernel/mm/transparent_hugepage: cannot tell huge pages here")
-    if "[never]" in mode:
-        pytest.skip(f"transparent huge pages are off here ({mode.strip()})")
-    arena = timing_arena(4 * HUGE_PAGE)
-    assert arena.ctypes.data % HUGE_PAGE == 0
-    assert arena.nbytes == 4 * HUGE_PAGE
-    arena[:] = 1  # the first touch, after the advice
-    huge = _anon_huge_bytes(arena.ctypes.data)
-    if huge is None:
-        pytest.skip("/proc/self/smaps does not say (not Linux?)")
-    # the kernel may be short of free 2 MiB blocks; one of the four is the claim
-    assert huge >= HUGE_PAGE, f"{huge} bytes of the arena in 2 MiB pages ({mode.strip()})"
 
 
 def test_copies_follow_stream_bytes(kernel: loop.KernelOp) -> None:

@@ -1,0 +1,39 @@
+"""Anonymous memory in 2 MiB pages, for the buffers a decode step streams.
+
+Where transparent huge pages are "madvise" (as on the machines here), numpy's
+allocations get 4 KiB pages: a TLB entry per 4 KiB, and hardware prefetchers
+that stop at every 4 KiB boundary. The weight files are mapped in 2 MiB pages
+(``checkpoint.pagecache``); memory this module hands out is too: a private
+anonymous mapping, advised with ``MADV_HUGEPAGE`` before anything touches it,
+the array starting on a 2 MiB boundary (the mapping is one huge page longer;
+the part before the boundary is never touched, so never resident). Measured
+on an AMD EPYC Zen 4 (session 29, one thread, int8 rows of 896 bytes read by
+tiles of 4 / 8 strided rows): 29 / 22 GB/s in 2 MiB pages, 22 / 21 GB/s in
+4 KiB pages.
+"""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+HUGE_PAGE = 2 << 20
+
+
+def huge_array(nbytes: int) -> np.ndarray:
+    """``nbytes`` of fresh zeroed memory as a uint8 array that starts on a 2 MiB
+    boundary, advised into 2 MiB pages where the platform has the advice (else
+    plain pages); the array keeps its mapping alive. An ``OSError`` from the
+    kernel (no memory, no address space) propagates."""
+    # private: a shared anonymous mapping is shmem, whose huge pages are another setting
+    mapping = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None:
+        try:
+            mapping.madvise(advice)
+        except OSError:
+            pass  # the kernel refused the advice: plain pages
+    raw = np.frombuffer(mapping, np.uint8)
+    start = -raw.ctypes.data % HUGE_PAGE
+    return raw[start:start + nbytes]
