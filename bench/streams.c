@@ -14,12 +14,16 @@
  * bandwidth of a plain sequential read of the same buffer). Every tile variant
  * is first checked to compute every row's result, bit for bit the one-row
  * tile's (exit 1 otherwise). Prints one JSON object per variant: the fastest
- * of the passes, in ms and GB/s.
- * Usage: streams ROWS PASSES */
+ * of the passes, in ms and GB/s. PAGES "huge" maps the rows in 2 MiB pages
+ * (MADV_HUGEPAGE before the first touch, as the model's weight files and the
+ * tuner's timed copies are), "small" in 4 KiB pages (MADV_NOHUGEPAGE).
+ * Usage: streams ROWS PASSES PAGES */
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define K 896
@@ -76,10 +80,11 @@ static void read_only(const int8_t *w, const float *x, float *y, long n) {
 typedef void (*variant_fn)(const int8_t *, const float *, float *, long);
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s ROWS PASSES\n", argv[0]);
+  if (argc != 4 || (strcmp(argv[3], "huge") != 0 && strcmp(argv[3], "small") != 0)) {
+    fprintf(stderr, "usage: %s ROWS PASSES huge|small\n", argv[0]);
     return 2;
   }
+  const int huge = strcmp(argv[3], "huge") == 0;
   const long n = atol(argv[1]);
   const int passes = atoi(argv[2]);
   if (n < 16 || n % 16 != 0 || passes < 1) {
@@ -87,7 +92,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   const size_t bytes = (size_t)n * K;
-  int8_t *w = aligned_alloc(64, bytes);
+  const size_t page = (size_t)2 << 20;
+  int8_t *w = aligned_alloc(page, (bytes + page - 1) / page * page);
+  if (w != NULL) /* before the first touch; a refusal leaves the kernel's default */
+    (void)madvise(w, (bytes + page - 1) / page * page, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   float *y = aligned_alloc(64, (size_t)n * sizeof(float));
   float x[K];
   if (w == NULL || y == NULL) {

@@ -18,8 +18,9 @@ PATTERNS = [("read", 0), ("adjacent", 1), ("adjacent", 2), ("adjacent", 4), ("ad
             ("strided", 2), ("strided", 4), ("strided", 8), ("strided", 16)]
 
 
-def test_every_variant_runs_and_reports_a_rate() -> None:
-    found = measure_streams(2, 1)
+@pytest.mark.parametrize("pages", ["huge", "small"])
+def test_every_variant_runs_and_reports_a_rate(pages: str) -> None:
+    found = measure_streams(2, 1, pages)
     assert [(v["pattern"], v["rows"]) for v in found] == PATTERNS
     for v in found:
         assert v["ms"] > 0, v
@@ -34,6 +35,9 @@ def test_the_command_records_and_bad_arguments_are_one_line(tmp_path: Path,
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["kind"] == "streams"
     assert len(record["payload"]["variants"]) == len(PATTERNS)
-    assert "strided x4" in capsys.readouterr().out
+    assert record["payload"]["pages"] == "huge"
+    printed = capsys.readouterr().out
+    assert "strided x4" in printed
+    assert "2 MiB in 2 MiB pages" in printed
     with pytest.raises(BenchError, match="at least 1"):
         measure_streams(0, 1)
