@@ -1,9 +1,11 @@
 """Anonymous memory in 2 MiB pages, for the buffers a decode step streams.
 
-Where transparent huge pages are "madvise" (as on the machines here), numpy's
-allocations get 4 KiB pages: a TLB entry per 4 KiB, and hardware prefetchers
-that stop at every 4 KiB boundary. The weight files are mapped in 2 MiB pages
-(``checkpoint.pagecache``); memory this module hands out is too: a private
+Where transparent huge pages are "madvise" (as on the machines here), numpy
+advises only allocations of 4 MiB or more into 2 MiB pages, and those only
+where they cover a whole aligned 2 MiB range: the rest gets 4 KiB pages, a
+TLB entry per 4 KiB and hardware prefetchers that stop at every 4 KiB
+boundary. The weight files are mapped in 2 MiB pages (``checkpoint.pagecache``);
+the tuner's timed copies of them (``tuning.harness``) are too: a private
 anonymous mapping, advised with ``MADV_HUGEPAGE`` before anything touches it,
 the array starting on a 2 MiB boundary (the mapping is one huge page longer;
 the part before the boundary is never touched, so never resident). Measured

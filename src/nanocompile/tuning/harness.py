@@ -32,12 +32,12 @@ from memory: the arguments exist in ``copies`` copies that share nothing,
 enough copies to exceed ``stream_bytes`` (default: twice the last-level
 cache), so a call never finds the previous call's weights in cache, as in a
 decode step. The copies lie in one anonymous mapping advised into 2 MiB pages
-(``timing_arena``), as the model maps its weight files (``checkpoint.pagecache``)
-and keeps its widened f32 weights (``backend.hugepages``):
+(``timing_arena``), as the model maps its weight files (``checkpoint.pagecache``):
 how many weight rows a tile should stream at once depends on it (measured on
 an AMD EPYC Zen 4, session 29: int8 rows read by tiles of 4 / 8 strided rows,
-29 / 22 GB/s in 2 MiB pages, 22 / 21 in 4 KiB ones, which is what numpy's
-own allocations got where transparent huge pages are "madvise"). Durations
+29 / 22 GB/s in 2 MiB pages, 22 / 21 in 4 KiB ones; numpy's own
+allocations, where transparent huge pages are "madvise", get 2 MiB pages only
+from 4 MiB up and only where they cover an aligned 2 MiB range). Durations
 are wall-clock nanoseconds (``CLOCK_MONOTONIC``) of single calls; the caller
 takes medians or minima over rounds.
 """

@@ -1,13 +1,11 @@
-"""Anonymous memory in 2 MiB pages (backend/hugepages.py) and the arrays that use
-it: the widened f32 weights (``runtime.allocate_aligned``).
+"""Anonymous memory in 2 MiB pages (backend/hugepages.py), which the tuner's
+timed copies use.
 
 Claims: ``huge_array`` gives zeroed, writable memory starting on a 2 MiB
 boundary, mapped in 2 MiB pages once touched where the kernel has transparent
 huge pages (read from ``/proc/self/smaps``; skipped, with the reason, where
 it has not or cannot say; one of four pages is the claim, as the kernel may
-be short of free 2 MiB blocks); ``allocate_aligned`` puts an array of 2 MiB
-or more there and keeps smaller ones in numpy's memory on a 64-byte boundary;
-a tensor widened to f32 by ``F32Weights`` lies on a 2 MiB boundary.
+be short of free 2 MiB blocks).
 """
 
 from __future__ import annotations
@@ -18,9 +16,6 @@ import numpy as np
 import pytest
 
 from nanocompile.backend.hugepages import HUGE_PAGE, huge_array
-from nanocompile.backend.runtime import VECTOR_ALIGNMENT, allocate_aligned
-from nanocompile.checkpoint.snapshot import Snapshot
-from nanocompile.inference.engine import F32Weights
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
@@ -65,27 +60,3 @@ def test_huge_array_is_in_huge_pages() -> None:
     if huge is None:
         pytest.skip("/proc/self/smaps does not say (not Linux?)")
     assert huge >= HUGE_PAGE, f"{huge} bytes of the array in 2 MiB pages ({mode})"
-
-
-def test_allocate_aligned_puts_large_arrays_on_huge_pages() -> None:
-    big = allocate_aligned("a test", (HUGE_PAGE // 4 + 16,), np.float32)
-    assert big.ctypes.data % HUGE_PAGE == 0
-    assert (big.shape, big.dtype) == ((HUGE_PAGE // 4 + 16,), np.float32)
-    big[...] = 1.5
-    assert float(big.sum()) == 1.5 * big.size
-    small = allocate_aligned("a test", (3, 100), np.float32)
-    assert small.ctypes.data % VECTOR_ALIGNMENT == 0
-    assert small.shape == (3, 100)
-
-
-def test_widened_f32_weights_start_on_a_huge_page(tiny_snapshot: Path) -> None:
-    snap = Snapshot.open(tiny_snapshot)
-    weights = F32Weights(snap)
-    name = max(snap.expected_tensors(), key=lambda n: int(np.prod(snap.shape(n))))
-    w = weights[name]
-    if w.nbytes < HUGE_PAGE:
-        pytest.skip(f"the tiny model's largest tensor ({name}) is under 2 MiB")
-    assert w.ctypes.data % HUGE_PAGE == 0
-    np.testing.assert_array_equal(w, snap.raw(name).astype(np.float32)
-                                  if snap.dtype(name) != "BF16" else
-                                  (snap.raw(name).astype(np.uint32) << 16).view(np.float32))
