@@ -228,15 +228,18 @@ def make_weights(shape: MatmulShape, seed: int = DEFAULT_SEED) -> dict[str, np.n
 
 
 def _aligned(array: np.ndarray) -> np.ndarray:
-    """A copy of ``array`` starting on a 64-byte boundary. The model's weights and
-    activations do (widened f32 weights: ``allocate_aligned``; mapped bf16
-    weights: 32-byte aligned, a 16-lane load never splits; the arena: 64), while
-    numpy places a large array 16 bytes into a page: there every AVX-512 load of
-    f32 weights straddles two cache lines (gate_up at 64 rows, session 18: 23.3
-    ms misaligned against 15.8 ms aligned in the tuning harness)."""
-    from nanocompile.backend.runtime import allocate_aligned
+    """A copy of ``array`` starting on a 64-byte boundary, in 2 MiB pages. The
+    model's weights and activations start on such boundaries (widened f32
+    weights: ``F32Weights``' arena; mapped bf16 weights: 32-byte aligned, a
+    16-lane load never splits; the arena: 64), while numpy places a large array
+    16 bytes into a page: there every AVX-512 load of f32 weights straddles two
+    cache lines (gate_up at 64 rows, session 18: 23.3 ms misaligned against
+    15.8 ms aligned in the tuning harness); and its weights lie in 2 MiB pages
+    (mapped files, the widened f32 arena), as the tuner times them (session
+    29)."""
+    from nanocompile.backend.hugepages import HugeArena
 
-    out = allocate_aligned("a benchmark array", array.shape, array.dtype)
+    out = HugeArena().take(array.shape, array.dtype)
     out[...] = array
     return out
 

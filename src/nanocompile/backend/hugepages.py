@@ -39,3 +39,35 @@ def huge_array(nbytes: int) -> np.ndarray:
     raw = np.frombuffer(mapping, np.uint8)
     start = -raw.ctypes.data % HUGE_PAGE
     return raw[start:start + nbytes]
+
+
+class HugeArena:
+    """Arrays cut one after another (each on an ``alignment`` boundary) from
+    chunks of ``huge_array`` memory: many tensors in 2 MiB pages without a
+    mapping, and its rounding to 2 MiB, each. A chunk is ``chunk_bytes``, or
+    one array's bytes rounded up to 2 MiB when that is more; what a chunk
+    leaves unused is never touched, so never resident. ``taken`` counts the
+    arrays' bytes, ``mapped`` the chunks'."""
+
+    def __init__(self, chunk_bytes: int = 64 << 20) -> None:
+        self.chunk_bytes = chunk_bytes
+        self._chunk: np.ndarray | None = None
+        self._offset = 0
+        self.taken = 0
+        self.mapped = 0
+
+    def take(self, shape: tuple[int, ...], dtype: np.dtype | type,
+             alignment: int = 64) -> np.ndarray:
+        """An uninitialized (zeroed) array of ``shape`` and ``dtype`` from the arena;
+        an ``OSError`` from the kernel propagates."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        start = -(-self._offset // alignment) * alignment
+        if self._chunk is None or start + nbytes > self._chunk.nbytes:
+            size = max(self.chunk_bytes, -(-nbytes // HUGE_PAGE) * HUGE_PAGE)
+            self._chunk = huge_array(size)
+            self.mapped += size
+            start = 0
+        self._offset = start + nbytes
+        self.taken += nbytes
+        return self._chunk[start:start + nbytes].view(dtype).reshape(shape)

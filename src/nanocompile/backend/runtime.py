@@ -180,11 +180,9 @@ def allocate_aligned(what: str, shape: list[int] | tuple[int, ...], dtype: np.dt
                      alignment: int = VECTOR_ALIGNMENT) -> np.ndarray:
     """``allocate``, the array's data starting on an ``alignment``-byte boundary
     (numpy's own allocations start 16 bytes into a page once they are large).
-    Not ``hugepages.huge_array``: numpy already advises an allocation of 4 MiB
-    or more into 2 MiB pages, and a mapping per tensor rounded to 2 MiB cost
-    the widened f32 weights 126 MB more resident memory for no decode time
-    measured (session 29: 1,730 of their MiB in 2 MiB pages that way, 2,008
-    with a mapping each; decode 78-83 ms either way at 1 thread)."""
+    Many arrays in 2 MiB pages: ``hugepages.HugeArena`` (a mapping per array,
+    rounded to 2 MiB, had cost the widened f32 weights 126 MB more resident
+    memory, session 29)."""
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
     raw = allocate(what, count * dtype.itemsize + alignment, np.uint8)

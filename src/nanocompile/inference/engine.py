@@ -23,7 +23,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nanocompile.backend.runtime import VECTOR_ALIGNMENT, allocate, allocate_aligned
+from nanocompile.backend.hugepages import HugeArena
+from nanocompile.backend.runtime import (
+    VECTOR_ALIGNMENT,
+    OutOfMemoryError,
+    allocate,
+    format_bytes,
+)
 from nanocompile.checkpoint.config import Qwen2Config
 from nanocompile.checkpoint.snapshot import Snapshot
 from nanocompile.models.qwen2 import KV_FORMS, WEIGHT_FORMATS
@@ -43,25 +49,32 @@ class F32Weights(Mapping[str, np.ndarray]):
     """A snapshot's weights widened exactly to f32 on first use, then kept, each
     widened copy starting on a cache line (``VECTOR_ALIGNMENT``: numpy's large
     arrays start 16 bytes into a page, and a misaligned 64-byte AVX-512 load of
-    a weight row reads two lines); tensors stored as F32 stay zero-copy views
-    of the mapped file."""
+    a weight row reads two lines), one after another in 2 MiB pages
+    (``backend.hugepages.HugeArena``: as the mapped weight files, and as the
+    tuner times them); tensors stored as F32 stay zero-copy views of the
+    mapped file."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self._cache: dict[str, np.ndarray] = {}
+        self._arena = HugeArena()
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._cache:
             if name not in self.snapshot.expected_tensors():
                 raise KeyError(name)
             widened = self.snapshot.f32(name)
-            if widened.ctypes.data % VECTOR_ALIGNMENT and self.snapshot.dtype(name) != "F32":
-                # a widened copy, on a cache-line boundary (a tensor stored as F32 stays
-                # the mapped file's bytes, wherever the file puts them: no copy)
-                aligned = allocate_aligned(f"tensor {name!r} widened", widened.shape,
-                                           np.float32)
-                aligned[...] = widened
-                widened = aligned
+            if self.snapshot.dtype(name) != "F32":
+                # a widened copy, on a cache-line boundary, in 2 MiB pages as the
+                # mapped weight files are (a tensor stored as F32 stays the mapped
+                # file's bytes, wherever the file puts them: no copy)
+                try:
+                    kept = self._arena.take(widened.shape, np.float32, VECTOR_ALIGNMENT)
+                except OSError as e:
+                    raise OutOfMemoryError(f"out of memory: tensor {name!r} widened needs "
+                                           f"{format_bytes(widened.nbytes)}") from e
+                kept[...] = widened
+                widened = kept
             self._cache[name] = np.ascontiguousarray(widened)
         return self._cache[name]
 
