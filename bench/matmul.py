@@ -237,9 +237,9 @@ def _aligned(array: np.ndarray) -> np.ndarray:
     15.8 ms aligned in the tuning harness); and its weights lie in 2 MiB pages
     (mapped files, the widened f32 arena), as the tuner times them (session
     29)."""
-    from nanocompile.backend.hugepages import HugeArena
+    from nanocompile.backend.hugepages import huge_array
 
-    out = HugeArena().take(array.shape, array.dtype)
+    out = huge_array(array.nbytes).view(array.dtype).reshape(array.shape)
     out[...] = array
     return out
 

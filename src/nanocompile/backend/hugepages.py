@@ -20,7 +20,9 @@ import mmap
 
 import numpy as np
 
-HUGE_PAGE = 2 << 20
+from nanocompile.checkpoint.pagecache import HUGE_PAGE, advise_huge
+
+__all__ = ["HUGE_PAGE", "HugeArena", "huge_array"]
 
 
 def huge_array(nbytes: int) -> np.ndarray:
@@ -30,12 +32,7 @@ def huge_array(nbytes: int) -> np.ndarray:
     kernel (no memory, no address space) propagates."""
     # private: a shared anonymous mapping is shmem, whose huge pages are another setting
     mapping = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None:
-        try:
-            mapping.madvise(advice)
-        except OSError:
-            pass  # the kernel refused the advice: plain pages
+    advise_huge(mapping)  # refused or unknown: plain pages
     raw = np.frombuffer(mapping, np.uint8)
     start = -raw.ctypes.data % HUGE_PAGE
     return raw[start:start + nbytes]

@@ -32,7 +32,7 @@ from memory: the arguments exist in ``copies`` copies that share nothing,
 enough copies to exceed ``stream_bytes`` (default: twice the last-level
 cache), so a call never finds the previous call's weights in cache, as in a
 decode step. The copies lie in one anonymous mapping advised into 2 MiB pages
-(``timing_arena``), as the model maps its weight files (``checkpoint.pagecache``):
+(``backend.hugepages.huge_array``), as the model maps its weight files (``checkpoint.pagecache``):
 how many weight rows a tile should stream at once depends on it (measured on
 an AMD EPYC Zen 4, session 29: int8 rows read by tiles of 4 / 8 strided rows,
 29 / 22 GB/s in 2 MiB pages, 22 / 21 in 4 KiB ones; numpy's own
@@ -398,7 +398,7 @@ class CandidateLibrary:
             data = self.read_data(workload)
             sizes = [max(1, count) * ITEM_BYTES[dtype]
                      for count, dtype in zip(self.elements(workload), self.dtypes, strict=True)]
-            arena = timing_arena(self.copies * sum(_slot(n) for n in sizes))
+            arena = huge_array(self.copies * sum(_slot(n) for n in sizes))
             offset = 0
             copies: list[list[np.ndarray]] = []
             for _ in range(self.copies):
@@ -444,13 +444,6 @@ class CandidateLibrary:
 def _slot(nbytes: int) -> int:
     """``nbytes`` rounded up to ``ALIGNMENT``: each buffer of an arena starts aligned."""
     return -(-nbytes // ALIGNMENT) * ALIGNMENT
-
-
-def timing_arena(nbytes: int) -> np.ndarray:
-    """``nbytes`` of fresh anonymous memory (a uint8 array) starting on a 2 MiB
-    boundary, in 2 MiB pages where the platform gives them
-    (``backend.hugepages.huge_array``)."""
-    return huge_array(nbytes)
 
 
 def _call_c(name: str, kernel: loop.KernelOp, index: str) -> str:

@@ -21,7 +21,7 @@ Claims:
 * the number of copies follows ``stream_bytes`` over the weights' bytes,
   capped at 256; the buffers' sizes follow the footprints;
 * the timed copies lie one after another in one arena that starts on a 2 MiB
-  boundary (``timing_arena``: ``backend.hugepages``, tested there).
+  boundary (``backend.hugepages.huge_array``, tested there).
 
 No duration is asserted (only that each is positive).
 """
