@@ -78,13 +78,13 @@ from nanocompile.passes.default_schedule import (
     schedule_kernels,
 )
 from nanocompile.passes.lower_graph_to_loop import LowerGraphToLoopPass
+from nanocompile.passes.quantize_int8 import check_options
 from nanocompile.schedule.knobs import ProjectionKnobs, kernel_key
 from nanocompile.targets.arch import Arch
 from nanocompile.targets.c import CEmitter
 
 STAGES = ("graph", "fused", "loop", "scheduled", "c")
 GRAPH_PIPELINE = ("cse", "fold-constants", "dce", "fuse")
-INT8_KERNELS = ("a", "b")  # spec §5's kernel A (W8A32) and kernel B (W8A8)
 
 
 def int8_pass(embedding: bool = True, kernel: str = "a", head: str = "a") -> str:
@@ -93,13 +93,9 @@ def int8_pass(embedding: bool = True, kernel: str = "a", head: str = "a") -> str
     of every layer and, with ``embedding``, the tied embedding (its lookup and
     the LM head, kernel A unless ``head`` is ``"b"``: spec §5's switch, kernel B
     only), as nanoinfer does; ``embedding=False`` keeps those f32. The text
-    names ``head`` only when it is ``"b"``."""
-    if kernel not in INT8_KERNELS:
-        raise ValueError(f"int8 kernel must be one of {', '.join(INT8_KERNELS)}, got {kernel!r}")
-    if head not in INT8_KERNELS or (head == "b" and (kernel != "b" or not embedding)):
-        raise ValueError(f"the int8 LM head's kernel must be 'a', or 'b' with kernel 'b' and "
-                         f"the int8 embedding, got {head!r} (kernel {kernel!r}, "
-                         f"embedding {'int8' if embedding else 'f32'})")
+    names ``head`` only when it is ``"b"``. Options that do not go together
+    raise the pass's own ValueError (``quantize_int8.check_options``)."""
+    check_options(kernel, embedding, head)
     text = f"kernel={kernel} embedding={'int8' if embedding else 'f32'}"
     return f"quantize-int8{{{text}{' head=b' if head == 'b' else ''}}}"
 

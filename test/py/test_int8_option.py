@@ -367,13 +367,14 @@ def test_int8_pass_text_and_program_key() -> None:
     assert int8_pass(kernel="b") == "quantize-int8{kernel=b embedding=int8}"
     assert int8_pass(kernel="b", head="a") == "quantize-int8{kernel=b embedding=int8}"
     assert int8_pass(kernel="b", head="b") == "quantize-int8{kernel=b embedding=int8 head=b}"
-    with pytest.raises(ValueError, match="int8 kernel must be one of a, b, got 'c'"):
+    with pytest.raises(ValueError, match="quantize-int8: expected kernel a or b, got 'c'"):
         int8_pass(kernel="c")
-    for bad in ({"head": "b"}, {"kernel": "b", "embedding": False, "head": "b"},
-                {"kernel": "b", "head": "c"}):
-        with pytest.raises(ValueError, match="the int8 LM head's kernel must be 'a', or 'b' "
-                                             "with kernel 'b' and the int8 embedding"):
+    for bad in ({"head": "b"}, {"kernel": "b", "embedding": False, "head": "b"}):
+        with pytest.raises(ValueError, match=r"quantize-int8: head=b \(the LM head kernel B\) "
+                                             r"needs kernel=b and embedding=int8"):
             int8_pass(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="quantize-int8: expected head a or b, got 'c'"):
+        int8_pass(kernel="b", head="c")
     base = {"graph_text": "g", "fuse": True, "schedule": True, "arch": "a"}
     keys = {program_cache.program_key(**base, quantize=q)  # type: ignore[arg-type]
             for q in ("", int8_pass(), int8_pass(embedding=False), int8_pass(kernel="b"),
