@@ -73,16 +73,22 @@ class TensorInfo:
 # bf16 helpers
 
 
-def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
-    """Widen raw bf16 bits (uint16) to float32 exactly.
+def bf16_to_f32(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Widen raw bf16 bits (uint16) to float32 exactly, into ``out`` (a float32
+    array of ``bits``' shape) when given, in one pass either way.
 
     The 16 bits become the high half of a u32 that is reinterpreted as f32:
     never rounds, NaN payloads and infinities are preserved.
     """
     if bits.dtype.kind != "u" or bits.dtype.itemsize != 2:
         raise TypeError(f"bf16_to_f32 expects uint16 bits, got {bits.dtype}")
-    wide = bits.astype(np.uint32) << np.uint32(16)
-    return wide.view(np.float32)
+    if out is None:
+        out = np.empty(bits.shape, np.float32)
+    elif out.dtype != np.float32 or out.shape != bits.shape:
+        raise ValueError(f"bf16_to_f32: out must be float32 of shape {bits.shape}, "
+                         f"got {out.dtype} {out.shape}")
+    np.left_shift(bits, np.uint32(16), out=out.view(np.uint32), dtype=np.uint32)
+    return out
 
 
 def f32_to_bf16(values: np.ndarray) -> np.ndarray:
@@ -296,8 +302,10 @@ class SafetensorsFile:
         flat = self._buffer[info.begin : info.end]
         return flat.view(DTYPES[info.dtype]).reshape(info.shape)
 
-    def f32(self, name: str) -> np.ndarray:
-        """``name`` as float32: the view itself for F32, an exact widening copy otherwise."""
+    def f32(self, name: str, out: np.ndarray | None = None) -> np.ndarray:
+        """``name`` as float32: the view itself for F32, an exact widening copy
+        otherwise (written into ``out``, a float32 array of its shape, when
+        given; an F32 tensor is copied into ``out`` too)."""
         dtype = self.dtype(name)
         if dtype not in EXACT_F32_DTYPES:
             raise SafetensorsError(
@@ -306,10 +314,14 @@ class SafetensorsFile:
             )
         raw = self.raw(name)
         if dtype == "BF16":
-            return bf16_to_f32(raw)
-        if dtype == "F16":
-            return raw.astype(np.float32)
-        return raw
+            return bf16_to_f32(raw, out)
+        if out is None:
+            return raw.astype(np.float32) if dtype == "F16" else raw
+        if out.dtype != np.float32 or out.shape != raw.shape:
+            raise ValueError(f"{self.path}: tensor {name!r}: out must be float32 of shape "
+                             f"{raw.shape}, got {out.dtype} {out.shape}")
+        np.copyto(out, raw, casting="safe")
+        return out
 
     # -- lifetime ---------------------------------------------------------
 

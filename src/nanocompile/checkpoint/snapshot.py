@@ -186,9 +186,10 @@ class Snapshot:
         """Zero-copy read-only view of the stored values (bf16 as uint16 bits)."""
         return self._file(name).raw(name)
 
-    def f32(self, name: str) -> np.ndarray:
-        """``name`` widened exactly to float32."""
-        return self._file(name).f32(name)
+    def f32(self, name: str, out: np.ndarray | None = None) -> np.ndarray:
+        """``name`` widened exactly to float32 (into ``out``, a float32 array of
+        its shape, when given)."""
+        return self._file(name).f32(name, out)
 
     def f32_rows(self, name: str, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of ``name`` widened exactly to float32 (only those rows

@@ -17,6 +17,7 @@ and the graph's new ``keys``/``values`` appended after each call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -63,18 +64,21 @@ class F32Weights(Mapping[str, np.ndarray]):
         if name not in self._cache:
             if name not in self.snapshot.expected_tensors():
                 raise KeyError(name)
-            widened = self.snapshot.f32(name)
-            if self.snapshot.dtype(name) != "F32":
-                # a widened copy, on a cache-line boundary, in 2 MiB pages as the
-                # mapped weight files are (a tensor stored as F32 stays the mapped
-                # file's bytes, wherever the file puts them: no copy)
+            if self.snapshot.dtype(name) == "F32":
+                # a tensor stored as F32 stays the mapped file's bytes, wherever
+                # the file puts them: no copy
+                widened = self.snapshot.f32(name)
+            else:
+                # widened straight into its place, on a cache-line boundary, in
+                # 2 MiB pages as the mapped weight files are (no temporary)
+                shape = self.snapshot.shape(name)
                 try:
-                    kept = self._arena.take(widened.shape, np.float32, VECTOR_ALIGNMENT)
+                    kept = self._arena.take(shape, np.float32, VECTOR_ALIGNMENT)
                 except OSError as e:
+                    need = format_bytes(4 * math.prod(shape))
                     raise OutOfMemoryError(f"out of memory: tensor {name!r} widened needs "
-                                           f"{format_bytes(widened.nbytes)}") from e
-                kept[...] = widened
-                widened = kept
+                                           f"{need}") from e
+                widened = self.snapshot.f32(name, out=kept)
             self._cache[name] = np.ascontiguousarray(widened)
         return self._cache[name]
 

@@ -399,6 +399,20 @@ def test_bf16_widening_rejects_non_uint16() -> None:
         bf16_to_f32(np.zeros(2, np.float32))
 
 
+def test_bf16_widening_into_a_given_array_on_all_bit_patterns() -> None:
+    every = np.arange(65536, dtype=np.uint16).reshape(256, 256)
+    out = np.full((256, 256), np.nan, np.float32)
+    got = bf16_to_f32(every, out)
+    assert got is out
+    expected = np.array([_reference_bf16_value(int(b)) for b in every.ravel()], np.float64)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(out.ravel().astype(np.float64), expected)
+    np.testing.assert_array_equal(np.signbit(out), every >= 0x8000)
+    for bad in (np.zeros((256, 256), np.float64), np.zeros((256, 255), np.float32)):
+        with pytest.raises(ValueError, match="out must be float32 of shape"):
+            bf16_to_f32(every, bad)
+
+
 def _reference_rne(bits: int) -> int:
     """Round an f32 bit pattern to bf16 by comparing exact distances (ints)."""
     low = bits & 0xFFFF0000
