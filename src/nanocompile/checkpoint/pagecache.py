@@ -33,8 +33,16 @@ is 64 MiB or more is checked as it is mapped: where the page cache holds
 part of it in small folios (session 26 found the synthetic snapshot at 310
 of 942 MiB in 2 MiB pages before a run and at 802 after a run of the test
 suite, which reads it with other readers too), it is dropped and read back,
-once: 942 of 942, 1.1 s of reading from disk there. None of this changes a
-byte any kernel reads. `file_mappings` reads what this process maps in 2 MiB
+once: 942 of 942, 1.1 s of reading from disk there. Until session 30 only
+files of 64 MiB or more were checked; the int8 cache's layer files (14.6 MB
+each) were then found at 374 of their 472 MiB in 2 MiB pages after a day of
+runs (Zen 4), and mapped as they lay a kernel-B decode step took 21.5 ms
+(`bench profile`, 1 thread; gate and up 9.58 ms of it, 22 GB/s), read back
+19.3 (gate and up 7.75, 27 GB/s); a C probe of the same tile over the same
+files read 25.3 GB/s as they lay, 30.2 read back, 30.4-31.4 from anonymous
+2 MiB pages. So every file with two whole 2 MiB ranges or more is checked
+(one read of ``smaps`` each, stopped at the file's mapping). None of this
+changes a byte any kernel reads. `file_mappings` reads what this process maps in 2 MiB
 pages (the benchmarks record it).
 """
 
@@ -48,7 +56,7 @@ from pathlib import Path
 import numpy as np
 
 HUGE_PAGE = 2 << 20  # below this a file cannot hold a 2 MiB folio: left alone
-SETTLE_BYTES = 64 << 20  # a weight file this large is checked as it is mapped (`map_weights`)
+SETTLE_BYTES = 2 * HUGE_PAGE  # a weight file this large is checked as it is mapped (`map_weights`)
 SETTLE_FRACTION = 0.9  # of its whole 2 MiB ranges mapped huge, or it is read back
 
 
@@ -120,23 +128,26 @@ def file_mappings(smaps: Path = SMAPS) -> dict[str, tuple[int, int]]:
 
 def _vma_sizes(start: int, smaps: Path = SMAPS) -> tuple[int, int] | None:
     """``Rss`` and ``FilePmdMapped`` bytes of the mapping that starts at address
-    ``start`` (None where ``smaps`` cannot be read or has no such mapping)."""
-    try:
-        text = smaps.read_text()
-    except OSError:
-        return None
+    ``start`` (None where ``smaps`` cannot be read or has no such mapping). The
+    file is read line by line and left after that mapping: the kernel writes
+    ``smaps`` as it is read, so the mappings after it (a Python process's
+    libraries, above a new mapping) cost nothing."""
     key = f"{start:x}-"
     sizes: list[int] | None = None
-    for line in text.splitlines():
-        if _MAPPING.match(line):
-            if sizes is not None:
-                break
-            if line.startswith(key):
-                sizes = [0, 0]
-            continue
-        field, _, value = line.partition(":")
-        if sizes is not None and field in ("Rss", "FilePmdMapped"):
-            sizes[field == "FilePmdMapped"] += int(value.split()[0]) * 1024
+    try:
+        with smaps.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if _MAPPING.match(line):
+                    if sizes is not None:
+                        break
+                    if line.startswith(key):
+                        sizes = [0, 0]
+                    continue
+                field, _, value = line.partition(":")
+                if sizes is not None and field in ("Rss", "FilePmdMapped"):
+                    sizes[field == "FilePmdMapped"] += int(value.split()[0]) * 1024
+    except (OSError, ValueError):
+        return None
     return None if sizes is None else (sizes[0], sizes[1])
 
 

@@ -273,8 +273,10 @@ def test_a_large_weight_file_cached_in_small_folios_is_read_back_in_huge_pages(
     # a file part of which came back into the page cache in small folios (here:
     # its first half read with read() in 4 KiB pieces after a release) is read
     # back once by the reader (the synthetic snapshot: 310 and 802 of 942 MiB
-    # in 2 MiB pages on the Zen 4 in session 26, 942 of 942 after); a file none
-    # of which is huge is left alone (below)
+    # in 2 MiB pages on the Zen 4 in session 26, 942 of 942 after; the int8
+    # cache's 14.6 MB layer files, unchecked below 64 MiB until session 30: 374
+    # of 472 MiB); a file none of which is huge is left alone (below). 12 MiB
+    # here, the size of a layer file's whole ranges
     _skip_without_huge_file_pages(tmp_path)
     weights = np.frombuffer(os.urandom(pagecache.SETTLE_BYTES + 8 * MIB), np.float32)
     path = tmp_path / "model.safetensors"
@@ -306,6 +308,35 @@ def test_a_large_weight_file_cached_in_small_folios_is_read_back_in_huge_pages(
     with st.SafetensorsFile.open(path) as f:  # now in 2 MiB folios: kept as it is
         assert f.raw("w")[:1024].tobytes() == weights[:1024].tobytes()
     assert seen == []
+
+
+def test_a_file_with_one_whole_huge_range_is_not_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # below SETTLE_BYTES (two whole 2 MiB ranges) the reader maps a file without
+    # touching it or reading smaps; from there on it reads smaps once per file
+    asked: list[int] = []
+    monkeypatch.setattr(pagecache, "_vma_sizes", lambda start: asked.append(start) or None)
+    monkeypatch.setattr(pagecache, "advise_huge", lambda m: True)
+    for size, checked in ((pagecache.SETTLE_BYTES - 4096, False),
+                          (pagecache.SETTLE_BYTES, True)):
+        path = tmp_path / f"w{size}.bin"
+        path.write_bytes(b"\0" * size)
+        asked.clear()
+        with open(path, "rb") as fh:
+            mapping = pagecache.map_weights(fh.fileno())
+        assert len(mapping) == size
+        mapping.close()
+        assert (len(asked) == 1) is checked, (size, asked)
+
+
+def test_vma_sizes_reads_the_mapping_at_an_address(tmp_path: Path) -> None:
+    smaps = tmp_path / "smaps"
+    smaps.write_text(SMAPS_TEXT)
+    assert pagecache._vma_sizes(0x7F00AA000000, smaps) == (8192 * 1024, 6144 * 1024)
+    assert pagecache._vma_sizes(0x7F00AC000000, smaps) == (2048 * 1024, 2048 * 1024)
+    assert pagecache._vma_sizes(0x7F00AB000000, smaps) == (4096 * 1024, 0)
+    assert pagecache._vma_sizes(0x7F00AD001000, smaps) is None  # no mapping starts there
+    assert pagecache._vma_sizes(0x7F00AA000000, tmp_path / "absent") is None
 
 
 SMAPS_TEXT = """\
