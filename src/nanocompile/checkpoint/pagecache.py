@@ -28,8 +28,8 @@ reader after it is written) reads through a huge-page mapping too: a
 ``read()`` pass in 16 MiB pieces leaves the first megabytes of a file in small
 folios while the readahead's folios grow (an 8 MiB file: 0 of 8 MiB in 2 MiB
 pages after it, 8 of 8 hashed through the mapping; the 942 MiB synthetic
-snapshot: 896 of 942). And a file mapped by the reader (`map_weights`) that
-is 64 MiB or more is checked as it is mapped: where the page cache holds
+snapshot: 896 of 942). And a file mapped by the reader (`map_weights`) with
+two whole 2 MiB ranges or more is checked as it is mapped: where the page cache holds
 part of it in small folios (session 26 found the synthetic snapshot at 310
 of 942 MiB in 2 MiB pages before a run and at 802 after a run of the test
 suite, which reads it with other readers too), it is dropped and read back,
@@ -40,10 +40,9 @@ runs (Zen 4), and mapped as they lay a kernel-B decode step took 21.5 ms
 (`bench profile`, 1 thread; gate and up 9.58 ms of it, 22 GB/s), read back
 19.3 (gate and up 7.75, 27 GB/s); a C probe of the same tile over the same
 files read 25.3 GB/s as they lay, 30.2 read back, 30.4-31.4 from anonymous
-2 MiB pages. So every file with two whole 2 MiB ranges or more is checked
-(one read of ``smaps`` each, stopped at the file's mapping). None of this
-changes a byte any kernel reads. `file_mappings` reads what this process maps in 2 MiB
-pages (the benchmarks record it).
+2 MiB pages: hence the two ranges (one read of ``smaps`` a file, stopped at
+its mapping). None of this changes a byte any kernel reads. `file_mappings`
+reads what this process maps in 2 MiB pages (the benchmarks record it).
 """
 
 from __future__ import annotations

@@ -82,12 +82,19 @@ def bf16_to_f32(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """
     if bits.dtype.kind != "u" or bits.dtype.itemsize != 2:
         raise TypeError(f"bf16_to_f32 expects uint16 bits, got {bits.dtype}")
-    if out is None:
-        out = np.empty(bits.shape, np.float32)
-    elif out.dtype != np.float32 or out.shape != bits.shape:
-        raise ValueError(f"bf16_to_f32: out must be float32 of shape {bits.shape}, "
-                         f"got {out.dtype} {out.shape}")
+    out = f32_out(out, bits.shape, "bf16_to_f32")
     np.left_shift(bits, np.uint32(16), out=out.view(np.uint32), dtype=np.uint32)
+    return out
+
+
+def f32_out(out: np.ndarray | None, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """``out`` if it is a float32 array of ``shape`` (a ValueError naming
+    ``where`` otherwise), or a new one when None: where a widening writes."""
+    if out is None:
+        return np.empty(shape, np.float32)
+    if out.dtype != np.float32 or out.shape != shape:
+        raise ValueError(f"{where}: out must be float32 of shape {shape}, "
+                         f"got {out.dtype} {out.shape}")
     return out
 
 
@@ -315,11 +322,9 @@ class SafetensorsFile:
         raw = self.raw(name)
         if dtype == "BF16":
             return bf16_to_f32(raw, out)
-        if out is None:
-            return raw.astype(np.float32) if dtype == "F16" else raw
-        if out.dtype != np.float32 or out.shape != raw.shape:
-            raise ValueError(f"{self.path}: tensor {name!r}: out must be float32 of shape "
-                             f"{raw.shape}, got {out.dtype} {out.shape}")
+        if out is None and dtype == "F32":
+            return raw
+        out = f32_out(out, raw.shape, f"{self.path}: tensor {name!r}")
         np.copyto(out, raw, casting="safe")
         return out
 
