@@ -599,10 +599,18 @@ def _hand_point(jam: MatmulTile) -> ProjectionKnobs:
 
 def knob_space(kernel: loop.KernelOp, arch: Arch) -> dict[str, tuple[int | bool, ...]]:
     """Per knob, the values worth trying on ``kernel`` (``KNOB_VALUES``; a knob
-    that changes nothing here keeps its hand value alone: ``row_block`` with
-    short rows, ``slp`` without ``exp``; ``decode`` and ``strided`` matter for
-    every projection: the decode tile of any weight format may be strided);
-    empty when ``kernel`` is not a projection."""
+    that changes nothing here keeps its hand value alone: ``slp`` without
+    ``exp``; ``decode`` and ``strided`` matter for every projection: the decode
+    tile of any weight format may be strided); empty when ``kernel`` is not a
+    projection.
+
+    ``row_block`` keeps its hand value too, always: what it buys is prompts
+    whose rows of ``x`` outgrow L2, longer than the tuner's 64-row prefill on
+    a machine with a 2 MiB L2, so the search can see only its cost there (a
+    remainder block re-reading the weights). On the Xeon (session 31) the
+    search kept f32 down without it (1.06x at 64 rows), and that program's
+    prefill of 128 tokens ran the down projection 1.44x slower (405 against
+    281 ms, ``bench profile``): x at 128 rows of 4,864 floats is 2.5 MB."""
     found = _projection(kernel, arch)
     hand = hand_knobs(kernel, arch)
     if found is None or hand is None:
@@ -610,8 +618,7 @@ def knob_space(kernel: loop.KernelOp, arch: Arch) -> dict[str, tuple[int | bool,
     nest = found[0]
     result = nest[-1]
     matters = {"rows": True, "columns": True, "decode": True, "strided": True,
-               "row_block": _row_block(result, 1) is not None,
-               "slp": _calls_exp(result)}
+               "row_block": False, "slp": _calls_exp(result)}
     return {name: values if matters[name] else (getattr(hand, name),)
             for name, values in KNOB_VALUES.items()}
 
