@@ -743,15 +743,21 @@ def _decode_roofline(index: dict[tuple[str, int, str], dict[str, Any]],
 
 
 def previous_decode(history: list[dict[str, Any]], *, kind: str, model_id: str,
-                    decode_prompt: int) -> dict[int, dict[str, Any]]:
+                    decode_prompt: int, machine_id: str | None = None
+                    ) -> dict[int, dict[str, Any]]:
     """Per thread count, the latest recorded ``c-phase4`` decode measurement on machine
     kind ``kind`` for this model and decode prompt length (smoke runs have their own
-    model id, so they only meet each other)."""
+    model id, so they only meet each other); with ``machine_id``, only on that CPU
+    (``results.machine_facts``' id: a kind holds CPUs of twice each other's bandwidth,
+    a Xeon at 15.6 GB/s and a Zen 4 at 30.5, whose decode times say nothing of each
+    other)."""
     latest: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
     for record, m in results.iter_measurements(history):
         payload = record.get("payload") or {}
         if (m.get("engine") != REFERENCE_ENGINE or m.get("metric") != DECODE
                 or results.kind_of(record) != kind
+                or (machine_id is not None
+                    and (record.get("machine") or {}).get("id") != machine_id)
                 or (payload.get("model") or {}).get("id") != model_id
                 or (payload.get("settings") or {}).get("decode_prompt_tokens") != decode_prompt
                 or not isinstance(m.get("median"), int | float)):
@@ -778,7 +784,8 @@ def _no_slower(index: dict[tuple[str, int, str], dict[str, Any]], threads: Seque
         before = previous.get(t)
         if before is None:
             out[str(t)] = _not_judged("no earlier decode record of this model and decode "
-                                      "prompt on this machine kind")
+                                      "prompt on this CPU (machine id "
+                                      f"{machine_id})")
             continue
         ratio = m["median"] / before["median"] if before["median"] > 0 else float("inf")
         out[str(t)] = {"met": ratio <= GOAL_DECODE_NO_SLOWER, "limit": GOAL_DECODE_NO_SLOWER,
@@ -1318,7 +1325,8 @@ def run_command(args: argparse.Namespace) -> int:
         bandwidth=roofline_bandwidth({t: v for t, v in in_run.items()
                                       if t == GOAL_DECODE_THREADS}, probe_bandwidth()),
         previous=previous_decode(history, kind=kind, model_id=model["id"],
-                                 decode_prompt=settings.prompt_tokens[0]),
+                                 decode_prompt=settings.prompt_tokens[0],
+                                 machine_id=facts["id"]),
         machine_id=facts["id"])
     def decode_bytes(name: str) -> int | None:
         return next((b.work.decode_bytes(settings.prompt_tokens[0]) for b in built

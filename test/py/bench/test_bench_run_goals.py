@@ -166,6 +166,17 @@ def test_previous_decode_is_the_latest_on_the_same_machine_kind() -> None:
                            decode_prompt=16)[1]["median"] == 60.0
 
 
+def test_previous_decode_on_this_cpu_only() -> None:
+    # a kind holds CPUs of very different bandwidth: with a machine id, the latest
+    # record of that CPU, not of the kind
+    history = [_run_record(AVX512, 100, 90.0), _run_record(AVX512, 300, 80.0)]
+    previous = previous_decode(history, kind="avx512", model_id="m1", decode_prompt=16,
+                               machine_id="id100")
+    assert previous[1]["median"] == 90.0
+    assert previous_decode(history, kind="avx512", model_id="m1", decode_prompt=16,
+                           machine_id="another") == {}
+
+
 def test_decode_no_slower_than_the_previous_run() -> None:
     previous = {1: {"median": 100.0, "run_id": "r1", "time": "t1", "git": "abcdef0",
                     "machine_id": "x"}}
