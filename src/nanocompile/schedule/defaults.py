@@ -332,6 +332,33 @@ def _projection_candidates(nest: list[loop.ForOp], kw: int, arch: Arch, min_chun
     return candidates
 
 
+WEIGHT_PREFETCH_LOCALITY = 2
+"""``loop.prefetch``'s locality for a projection's weight rows (the ``prefetch``
+knob): x86 ``prefetcht1``, into L2 (the Xeon's C probe, session 31: t0, t1 and
+t2 within 1 % of each other)."""
+
+
+def _weight_prefetch(columns: loop.ForOp, ahead: int) -> list[sched.Directive]:
+    """A ``sched.prefetch`` ``ahead`` elements along ``k`` of the weight: the
+    argument the lanes loop ``k`` under ``columns`` loads at both loops'
+    indices (a row of W), and only reads. Empty when there is none."""
+    k = _k_loop(columns)
+    if k is None:
+        return []
+    column, lane = columns.body.block.args[0], k.body.block.args[0]
+    for op in k.walk():
+        if not isinstance(op, loop.LoadOp) or not isinstance(op.ptr, BlockArgument):
+            continue
+        kernel = op.ptr.owner.parent_op() if isinstance(op.ptr.owner, Block) else None
+        if not isinstance(kernel, loop.KernelOp) or kernel.modes[op.ptr.index] != "r":
+            continue
+        indices = list(op.indices)
+        if column in indices and lane in indices:
+            return [sched.Prefetch(op.ptr.index, indices.index(lane), ahead,
+                                   WEIGHT_PREFETCH_LOCALITY)]
+    return []
+
+
 def _calls_exp(result: loop.ForOp) -> bool:
     return any(isinstance(op, xmath.ExpOp) for op in result.walk())
 
@@ -514,6 +541,9 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
             candidates.append([sched.Vectorize(last, lanes), parallel])
         if parallel is not None:
             candidates.append([parallel])
+        if knobs is not None and knobs.prefetch:  # last: after every loop directive
+            ahead = _weight_prefetch(nest[-1], knobs.prefetch)
+            candidates = [[*c, *ahead] for c in candidates]
     else:
         candidates += _row_candidates(kernel, nest, arch)
     return candidates
@@ -618,7 +648,8 @@ def knob_space(kernel: loop.KernelOp, arch: Arch) -> dict[str, tuple[int | bool,
     nest = found[0]
     result = nest[-1]
     matters = {"rows": True, "columns": True, "decode": True, "strided": True,
-               "row_block": False, "slp": _calls_exp(result)}
+               "row_block": False, "slp": _calls_exp(result),
+               "prefetch": bool(_weight_prefetch(result, 1))}
     return {name: values if matters[name] else (getattr(hand, name),)
             for name, values in KNOB_VALUES.items()}
 

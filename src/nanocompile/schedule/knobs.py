@@ -20,9 +20,15 @@ schedules from a few numbers and switches, ``ProjectionKnobs``:
   probe's bandwidth with 2 to 4 such streams, at a third of it with 16 or
   with adjacent rows, and bf16 and f32 rows faster with 8 than 16);
 * ``row_block``: long rows go in blocks of rows that stay in L2
-  (``ROW_BLOCK_BYTES``);
+  (``ROW_BLOCK_BYTES``; never searched: ``knob_space``);
 * ``slp``: an epilogue calling ``exp`` (gate/up's SiLU) runs 4 outputs to a
-  vector (``sched.slp``).
+  vector (``sched.slp``);
+* ``prefetch``: elements ahead along ``k`` at which every load of the
+  weight is preceded by a software prefetch of its row (``sched.prefetch``,
+  into L2), 0 for none (by hand: the Zen 4 measured no gain in session 24;
+  on the Xeon a C probe of the bf16 decode tile read 14.4 GB/s without and
+  16.3-16.8 with, 512-2,048 ahead, any hint, session 31). Written in
+  ``text`` only when on, so points recorded before it read back the same.
 
 ``default_schedules(kernel, arch)`` uses ``hand_knobs`` (the hand-written
 point, byte for byte the schedules before knobs existed);
@@ -56,12 +62,17 @@ class ProjectionKnobs:
     strided: bool = True
     row_block: bool = True
     slp: bool = True
+    prefetch: int = 0
 
     def __post_init__(self) -> None:
         for name in ("rows", "columns", "decode"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 64:
                 raise ValueError(f"knob {name}: expected an integer in 1..64, got {value!r}")
+        if (not isinstance(self.prefetch, int) or isinstance(self.prefetch, bool)
+                or not 0 <= self.prefetch <= MAX_PREFETCH):
+            raise ValueError(f"knob prefetch: expected an integer in 0..{MAX_PREFETCH}, "
+                             f"got {self.prefetch!r}")
         for name in ("strided", "row_block", "slp"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"knob {name}: expected true or false, "
@@ -69,9 +80,10 @@ class ProjectionKnobs:
 
     def text(self) -> str:
         """``rows=6 columns=4 decode=16 strided=1 row_block=1 slp=1``: what
-        ``parse`` reads back."""
+        ``parse`` reads back (``prefetch=N`` after it when on)."""
         return " ".join(f"{f.name}={int(getattr(self, f.name))}"
-                        for f in dataclasses.fields(self))
+                        for f in dataclasses.fields(self)
+                        if f.name != "prefetch" or self.prefetch)
 
     @staticmethod
     def parse(text: str) -> ProjectionKnobs:
@@ -94,6 +106,9 @@ class ProjectionKnobs:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
+MAX_PREFETCH = 1 << 16
+"""The farthest a ``prefetch`` knob may look ahead, in elements."""
+
 KNOB_VALUES: dict[str, tuple[int | bool, ...]] = {
     "rows": (1, 2, 3, 4, 5, 6, 8),
     "columns": (1, 2, 3, 4, 6, 8),
@@ -101,6 +116,7 @@ KNOB_VALUES: dict[str, tuple[int | bool, ...]] = {
     "strided": (False, True),
     "row_block": (False, True),
     "slp": (False, True),
+    "prefetch": (0, 512, 2048),
 }
 """The values each knob may take in a search (``knob_space`` keeps those that
 matter for one kernel)."""

@@ -125,13 +125,15 @@ def test_every_offered_knob_changes_the_candidates(
     # slp: gate/up; strided: every weight format; decode: the strided tile's columns,
     # or kernel A's sums of four vectors; the tiny model's rows are too short for
     # row_block (full size below)
-    assert _knobs_that_change(tiny_kernels) == {"rows", "columns", "decode", "strided", "slp"}
+    assert _knobs_that_change(tiny_kernels) == {"rows", "columns", "decode", "strided", "slp",
+                                                "prefetch"}
 
 
 @pytest.mark.slow
 def test_every_offered_knob_changes_the_candidates_full_size(full_snapshot: Path) -> None:
     kernels = {fmt: _kernels(full_snapshot, fmt) for fmt in ("bf16", "int8")}
-    assert _knobs_that_change(kernels) == {"rows", "columns", "decode", "strided", "slp"}
+    assert _knobs_that_change(kernels) == {"rows", "columns", "decode", "strided", "slp",
+                                           "prefetch"}
 
 
 @pytest.mark.slow
@@ -156,7 +158,7 @@ def test_every_offered_knob_of_the_default_format_changes_the_candidates(
         tiny_snapshot: Path) -> None:
     # bf16 (the default): all but row_block (tiny rows) and kernel A's decode jam
     assert _knobs_that_change({"bf16": _tiny(tiny_snapshot, "bf16")}) == {
-        "rows", "columns", "decode", "strided", "slp"}
+        "rows", "columns", "decode", "strided", "slp", "prefetch"}
 
 
 def test_scalar_arch_has_no_knobs(tiny_snapshot: Path) -> None:
