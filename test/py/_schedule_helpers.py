@@ -1,24 +1,30 @@
 """Helpers the schedule tests share: a module parsed from text, a module's one
 kernel, a loop by name, a copy of a module with directives applied, a refusal
 that leaves the kernel as it was, the value of index arithmetic at given loop
-indices, spec §5 kernel A's projection as a one-kernel module, and a plain
-row-dot kernel in Loop IR text (``ROWS_KERNEL``)."""
+indices, spec §5 kernel A's projection as a one-kernel module (and f32 and bf16
+ones, with random weights and the independent reference for each), and a
+plain row-dot kernel in Loop IR text (``ROWS_KERNEL``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
+from _fma_reference import lanes_matmul
+from _int8_reference import kernel_a, quantize_rows
+from _numerics import assert_bitwise, random_f32
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import BlockArgument, SSAValue
 from xdsl.parser import Parser
 
-from nanocompile.compiler import lower_to_loop, optimize_graph
+from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
 from nanocompile.dialects import get_all_dialects, loop, sched
 from nanocompile.dialects import graph as g
 from nanocompile.frontend import GraphBuilder
+from nanocompile.frontend.composites import linear
 from nanocompile.passes.apply_schedule import apply_directives, replace_kernel
 from nanocompile.schedule.primitives import ScheduleError
 
@@ -112,3 +118,58 @@ def kernel_a_projection(k: int, n: int) -> ModuleOp:
     dot = gb.add(g.MatmulOp(x.value, q.cast("f32").T.value, order="blocks32"))
     gb.output("y", dot * scale.reshape(1, n).broadcast_to("seq", n))
     return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
+def f32_projection(k: int, n: int) -> ModuleOp:
+    """``x @ w.T + b`` with f32 ``w`` ``[n, k]``, lowered to one kernel."""
+    gb = GraphBuilder("proj")
+    x = gb.input("x", "f32", ["seq", k])
+    gb.output("y", linear(x, gb.weight("w", [n, k]), gb.weight("b", [n])))
+    return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
+def bf16_projection(k: int, n: int) -> ModuleOp:
+    """``x @ w.T`` with bf16 ``w`` ``[n, k]`` widened in the kernel."""
+    gb = GraphBuilder("proj")
+    x = gb.input("x", "f32", ["seq", k])
+    gb.output("y", linear(x, gb.weight("w", [n, k], "bf16").cast("f32")))
+    return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
+def projection_weights(fmt: str, rng: np.random.Generator, n: int, k: int
+                       ) -> dict[str, np.ndarray]:
+    """Random weights of an ``fmt`` projection ("f32", "bf16" or "kernel A")."""
+    if fmt == "f32":
+        return {"w": random_f32(rng, (n, k), specials=False),
+                "b": random_f32(rng, (n,), specials=False)}
+    if fmt == "bf16":
+        bits = random_f32(rng, (n, k), specials=False).view(np.uint32) >> 16
+        return {"w": bits.astype(np.uint16)}
+    q, scale = quantize_rows((rng.standard_normal((n, k)) * 0.05).astype(np.float32))
+    return {"q": q, "scale": scale}
+
+
+def projection_reference(fmt: str, x: np.ndarray, w: dict[str, np.ndarray]) -> np.ndarray:
+    """The independent reference of an ``fmt`` projection: ``lanes_matmul`` (plus
+    the bias for f32; on the bf16 weights widened by a shift), or kernel A's."""
+    if fmt == "f32":
+        return (lanes_matmul(x, w["w"].T) + w["b"]).astype(np.float32)
+    if fmt == "bf16":
+        widened = (w["w"].astype(np.uint32) << 16).view(np.float32)
+        return lanes_matmul(x, widened.T).astype(np.float32)
+    return kernel_a(x, w["q"], w["scale"])
+
+
+def assert_projection_bitwise(scheduled: ModuleOp, fmt: str, n: int, k: int,
+                              rng: np.random.Generator, label: str) -> None:
+    """``scheduled`` (an ``fmt`` projection of ``n`` columns over ``k``) gives the
+    bits of ``projection_reference`` at 1, 2 and 3 threads and 1, 2, 3 and 7
+    rows, on random weights and inputs from ``rng``."""
+    w = projection_weights(fmt, rng, n, k)
+    program = compile_loop(scheduled, w)
+    for threads in (1, 2, 3):
+        assert program.set_threads(threads) == threads
+        for seq in (1, 2, 3, 7):
+            x = random_f32(rng, (seq, k), specials=False)
+            assert_bitwise(program.run({"x": x})["y"], projection_reference(fmt, x, w),
+                           f"{label}, seq {seq}, {threads} threads")

@@ -70,6 +70,7 @@ With a scalar arch (``NANOCOMPILE_ARCH=scalar``) only the pool is used.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
@@ -338,6 +339,17 @@ knob): x86 ``prefetcht1``, into L2 (the Xeon's C probe, session 31: t0, t1 and
 t2 within 1 % of each other)."""
 
 
+def _read_only_loads(for_op: loop.ForOp) -> Iterator[loop.LoadOp]:
+    """The loads under ``for_op`` of a kernel argument the kernel only reads,
+    in walk order (what a ``sched.prefetch`` may stream)."""
+    for op in for_op.walk():
+        if not isinstance(op, loop.LoadOp) or not isinstance(op.ptr, BlockArgument):
+            continue
+        kernel = op.ptr.owner.parent_op() if isinstance(op.ptr.owner, Block) else None
+        if isinstance(kernel, loop.KernelOp) and kernel.modes[op.ptr.index] == "r":
+            yield op
+
+
 def _weight_prefetch(columns: loop.ForOp, ahead: int) -> list[sched.Directive]:
     """A ``sched.prefetch`` ``ahead`` elements along ``k`` of the weight: the
     argument the lanes loop ``k`` under ``columns`` loads at both loops'
@@ -346,12 +358,7 @@ def _weight_prefetch(columns: loop.ForOp, ahead: int) -> list[sched.Directive]:
     if k is None:
         return []
     column, lane = columns.body.block.args[0], k.body.block.args[0]
-    for op in k.walk():
-        if not isinstance(op, loop.LoadOp) or not isinstance(op.ptr, BlockArgument):
-            continue
-        kernel = op.ptr.owner.parent_op() if isinstance(op.ptr.owner, Block) else None
-        if not isinstance(kernel, loop.KernelOp) or kernel.modes[op.ptr.index] != "r":
-            continue
+    for op in _read_only_loads(k):
         indices = list(op.indices)
         if column in indices and lane in indices:
             return [sched.Prefetch(op.ptr.index, indices.index(lane), ahead,
@@ -826,12 +833,7 @@ def _prefetch_rows(positions: loop.ForOp) -> list[sched.Directive]:
     positions in their last dimension, stream along the row they lie in).
     Empty when there is none."""
     iv = positions.body.block.args[0]
-    for op in positions.walk():
-        if not isinstance(op, loop.LoadOp) or not isinstance(op.ptr, BlockArgument):
-            continue
-        kernel = op.ptr.owner.parent_op() if isinstance(op.ptr.owner, Block) else None
-        if not isinstance(kernel, loop.KernelOp) or kernel.modes[op.ptr.index] != "r":
-            continue
+    for op in _read_only_loads(positions):
         dims = [d for d, index in enumerate(op.indices[:-1]) if index is iv]
         if dims:
             return [sched.Prefetch(op.ptr.index, dims[0], PREFETCH_AHEAD, PREFETCH_LOCALITY)]

@@ -27,66 +27,28 @@ Claims:
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from _arches import arch_params
-from _fma_reference import lanes_matmul
-from _int8_reference import kernel_a, quantize_rows
-from _numerics import assert_bitwise, random_f32, rng_for
-from _schedule_helpers import kernel_a_projection
+from _numerics import rng_for
+from _schedule_helpers import (
+    assert_projection_bitwise,
+    bf16_projection,
+    f32_projection,
+    kernel_a_projection,
+)
 from _schedule_helpers import only_kernel as _kernel
 from _schedule_helpers import scheduled_copy as _scheduled
-from xdsl.dialects.builtin import ModuleOp
 
-from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
 from nanocompile.dialects import loop, sched
-from nanocompile.frontend import GraphBuilder
-from nanocompile.frontend.composites import linear
 from nanocompile.schedule.defaults import default_schedules, hand_knobs, knob_space
 from nanocompile.schedule.knobs import ProjectionKnobs
 from nanocompile.targets.arch import AVX2, AVX512, Arch
 
-THREADS = (1, 2, 3)
-SEQS = (1, 2, 3, 7)
 N = 32
 K = {"f32": 64, "bf16": 64, "kernel A": 72}
 
 
-def _f32(k: int, n: int) -> ModuleOp:
-    gb = GraphBuilder("proj")
-    x = gb.input("x", "f32", ["seq", k])
-    gb.output("y", linear(x, gb.weight("w", [n, k]), gb.weight("b", [n])))
-    return lower_to_loop(optimize_graph(gb.finish_module()))
-
-
-def _bf16(k: int, n: int) -> ModuleOp:
-    gb = GraphBuilder("proj")
-    x = gb.input("x", "f32", ["seq", k])
-    gb.output("y", linear(x, gb.weight("w", [n, k], "bf16").cast("f32")))
-    return lower_to_loop(optimize_graph(gb.finish_module()))
-
-
-BUILDERS = {"f32": _f32, "bf16": _bf16, "kernel A": kernel_a_projection}
-
-
-def _weights(fmt: str, rng: np.random.Generator, k: int) -> dict[str, np.ndarray]:
-    if fmt == "f32":
-        return {"w": random_f32(rng, (N, k), specials=False),
-                "b": random_f32(rng, (N,), specials=False)}
-    if fmt == "bf16":
-        bits = (random_f32(rng, (N, k), specials=False).view(np.uint32) >> 16)
-        return {"w": bits.astype(np.uint16)}
-    q, scale = quantize_rows((rng.standard_normal((N, k)) * 0.05).astype(np.float32))
-    return {"q": q, "scale": scale}
-
-
-def _reference(fmt: str, x: np.ndarray, w: dict[str, np.ndarray]) -> np.ndarray:
-    if fmt == "f32":
-        return (lanes_matmul(x, w["w"].T) + w["b"]).astype(np.float32)
-    if fmt == "bf16":
-        widened = (w["w"].astype(np.uint32) << 16).view(np.float32)
-        return lanes_matmul(x, widened.T).astype(np.float32)
-    return kernel_a(x, w["q"], w["scale"])
+BUILDERS = {"f32": f32_projection, "bf16": bf16_projection, "kernel A": kernel_a_projection}
 
 
 def _weight_arg(kernel: loop.KernelOp, k: int) -> int:
@@ -141,12 +103,5 @@ def test_prefetch_knob_prefetches_the_weight_rows_bitwise(arch: Arch, fmt: str,
             before = op.prev_op
             assert isinstance(before, loop.PrefetchOp), fmt
             assert before.ptr is w_ptr, fmt
-    rng = rng_for(f"prefetch knob {fmt}", ahead)
-    w = _weights(fmt, rng, k)
-    program = compile_loop(scheduled, w)
-    for threads in THREADS:
-        assert program.set_threads(threads) == threads
-        for seq in SEQS:
-            x = random_f32(rng, (seq, k), specials=False)
-            assert_bitwise(program.run({"x": x})["y"], _reference(fmt, x, w),
-                           f"{fmt} {arch.name} prefetch {ahead}, seq {seq}, {threads} threads")
+    assert_projection_bitwise(scheduled, fmt, N, k, rng_for(f"prefetch knob {fmt}", ahead),
+                              f"{fmt} {arch.name} prefetch {ahead}")

@@ -29,23 +29,21 @@ Claims:
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from _arches import arch_params
-from _fma_reference import lanes_matmul
-from _int8_reference import kernel_a, quantize_rows
-from _numerics import assert_bitwise, random_f32, rng_for
+from _numerics import rng_for
+from _schedule_helpers import (
+    assert_projection_bitwise,
+    bf16_projection,
+    f32_projection,
+    kernel_a_projection,
+)
 from _schedule_helpers import index_value as _index
-from _schedule_helpers import kernel_a_projection
 from _schedule_helpers import loop_named as _loop
 from _schedule_helpers import only_kernel as _kernel
 from _schedule_helpers import scheduled_copy as _scheduled
-from xdsl.dialects.builtin import ModuleOp
 
-from nanocompile.compiler import compile_loop, lower_to_loop, optimize_graph
 from nanocompile.dialects import loop, sched
-from nanocompile.frontend import GraphBuilder
-from nanocompile.frontend.composites import linear
 from nanocompile.schedule.defaults import (
     STRIDED_DECODE_COLUMNS,
     default_schedules,
@@ -54,24 +52,8 @@ from nanocompile.schedule.defaults import (
 )
 from nanocompile.targets.arch import AVX2, AVX512, Arch
 
-THREADS = (1, 2, 3)
-SEQS = (1, 2, 3, 7)
 N = 32
 KS = {"f32": 64, "kernel A": 72}  # kernel A: blocks of 32 and a group of 8 after them
-
-
-def f32_projection(k: int, n: int) -> ModuleOp:
-    gb = GraphBuilder("proj")
-    x = gb.input("x", "f32", ["seq", k])
-    gb.output("y", linear(x, gb.weight("w", [n, k]), gb.weight("b", [n])))
-    return lower_to_loop(optimize_graph(gb.finish_module()))
-
-
-def bf16_projection(k: int, n: int) -> ModuleOp:
-    gb = GraphBuilder("proj")
-    x = gb.input("x", "f32", ["seq", k])
-    gb.output("y", linear(x, gb.weight("w", [n, k], "bf16").cast("f32")))
-    return lower_to_loop(optimize_graph(gb.finish_module()))
 
 
 BUILDERS = {"f32": f32_projection, "kernel A": kernel_a_projection}
@@ -118,20 +100,6 @@ def test_the_hand_point_strides_every_format_and_the_space_offers_it(arch: Arch)
         assert _strided(first), fmt
 
 
-def _weights(fmt: str, rng: np.random.Generator, k: int) -> dict[str, np.ndarray]:
-    if fmt == "f32":
-        return {"w": random_f32(rng, (N, k), specials=False),
-                "b": random_f32(rng, (N,), specials=False)}
-    q, scale = quantize_rows((rng.standard_normal((N, k)) * 0.05).astype(np.float32))
-    return {"q": q, "scale": scale}
-
-
-def _reference(fmt: str, x: np.ndarray, w: dict[str, np.ndarray]) -> np.ndarray:
-    if fmt == "f32":
-        return (lanes_matmul(x, w["w"].T) + w["b"]).astype(np.float32)
-    return kernel_a(x, w["q"], w["scale"])
-
-
 @pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
 @pytest.mark.parametrize("fmt", sorted(BUILDERS))
 @pytest.mark.parametrize("decode", [2, 4, 8])
@@ -150,12 +118,5 @@ def test_strided_decode_reads_rows_n_over_decode_apart_bitwise(arch: Arch, fmt: 
     for tile in (0, stride - 1):
         rows = _decode_rows(_kernel(scheduled), tile, k)
         assert sorted(rows) == [tile + m * stride for m in range(decode)], (tile, rows)
-    rng = rng_for(f"strided knob {fmt}", decode)
-    w = _weights(fmt, rng, k)
-    program = compile_loop(scheduled, w)
-    for threads in THREADS:
-        assert program.set_threads(threads) == threads
-        for seq in SEQS:
-            x = random_f32(rng, (seq, k), specials=False)
-            assert_bitwise(program.run({"x": x})["y"], _reference(fmt, x, w),
-                           f"{fmt} {arch.name} decode {decode}, seq {seq}, {threads} threads")
+    assert_projection_bitwise(scheduled, fmt, N, k, rng_for(f"strided knob {fmt}", decode),
+                              f"{fmt} {arch.name} decode {decode}")
