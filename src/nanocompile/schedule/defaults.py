@@ -339,15 +339,16 @@ knob): x86 ``prefetcht1``, into L2 (the Xeon's C probe, session 31: t0, t1 and
 t2 within 1 % of each other)."""
 
 
-def _read_only_loads(for_op: loop.ForOp) -> Iterator[loop.LoadOp]:
+def _read_only_loads(for_op: loop.ForOp) -> Iterator[tuple[loop.LoadOp, int]]:
     """The loads under ``for_op`` of a kernel argument the kernel only reads,
-    in walk order (what a ``sched.prefetch`` may stream)."""
+    with that argument's number, in walk order (what a ``sched.prefetch`` may
+    stream)."""
     for op in for_op.walk():
         if not isinstance(op, loop.LoadOp) or not isinstance(op.ptr, BlockArgument):
             continue
         kernel = op.ptr.owner.parent_op() if isinstance(op.ptr.owner, Block) else None
         if isinstance(kernel, loop.KernelOp) and kernel.modes[op.ptr.index] == "r":
-            yield op
+            yield op, op.ptr.index
 
 
 def _weight_prefetch(columns: loop.ForOp, ahead: int) -> list[sched.Directive]:
@@ -358,10 +359,10 @@ def _weight_prefetch(columns: loop.ForOp, ahead: int) -> list[sched.Directive]:
     if k is None:
         return []
     column, lane = columns.body.block.args[0], k.body.block.args[0]
-    for op in _read_only_loads(k):
+    for op, arg in _read_only_loads(k):
         indices = list(op.indices)
         if column in indices and lane in indices:
-            return [sched.Prefetch(op.ptr.index, indices.index(lane), ahead,
+            return [sched.Prefetch(arg, indices.index(lane), ahead,
                                    WEIGHT_PREFETCH_LOCALITY)]
     return []
 
@@ -833,10 +834,10 @@ def _prefetch_rows(positions: loop.ForOp) -> list[sched.Directive]:
     positions in their last dimension, stream along the row they lie in).
     Empty when there is none."""
     iv = positions.body.block.args[0]
-    for op in _read_only_loads(positions):
+    for op, arg in _read_only_loads(positions):
         dims = [d for d, index in enumerate(op.indices[:-1]) if index is iv]
         if dims:
-            return [sched.Prefetch(op.ptr.index, dims[0], PREFETCH_AHEAD, PREFETCH_LOCALITY)]
+            return [sched.Prefetch(arg, dims[0], PREFETCH_AHEAD, PREFETCH_LOCALITY)]
     return []
 
 
