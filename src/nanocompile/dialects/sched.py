@@ -513,6 +513,10 @@ class PrefetchOp(DirectiveOp):
     cache level ``locality`` (gcc's ``__builtin_prefetch`` numbering: 3 every
     level, 2 the second and beyond, 1 the last, 0 none). Only other prefetches
     may follow it in a schedule.
+
+    ``sched.prefetch arg 1 dim 2 ahead 512 locality 2 within "d0_tail"``: only
+    before the loads nested in a loop named ``d0_tail`` (a projection's
+    leftover rows, where decode streams the weight).
     """
 
     name = "sched.prefetch"
@@ -520,15 +524,25 @@ class PrefetchOp(DirectiveOp):
     dim = prop_def(IntegerAttr[I64])
     ahead = prop_def(IntegerAttr[I64])
     locality = prop_def(IntegerAttr[I64])
-    assembly_format = "`arg` $arg `dim` $dim `ahead` $ahead `locality` $locality attr-dict"
+    within = opt_prop_def(StringAttr)
+    assembly_format = ("`arg` $arg `dim` $dim `ahead` $ahead `locality` $locality "
+                       "(`within` $within^)? attr-dict")
 
-    def __init__(self, arg: int, dim: int, ahead: int, locality: int) -> None:
-        super().__init__(properties={"arg": _i64(arg), "dim": _i64(dim),
-                                     "ahead": _i64(ahead), "locality": _i64(locality)})
+    def __init__(self, arg: int, dim: int, ahead: int, locality: int,
+                 within: str | None = None) -> None:
+        props: dict[str, Attribute] = {"arg": _i64(arg), "dim": _i64(dim),
+                                       "ahead": _i64(ahead), "locality": _i64(locality)}
+        if within is not None:
+            props["within"] = StringAttr(within)
+        super().__init__(properties=props)
+
+    def loop_names(self) -> tuple[str, ...]:
+        return () if self.within is None else (self.within.data,)
 
     def to_directive(self) -> Prefetch:
         return Prefetch(self.arg.value.data, self.dim.value.data, self.ahead.value.data,
-                        self.locality.value.data)
+                        self.locality.value.data,
+                        None if self.within is None else self.within.data)
 
     def verify_(self) -> None:
         arg, dim = self.arg.value.data, self.dim.value.data
@@ -543,6 +557,13 @@ class PrefetchOp(DirectiveOp):
         if locality not in PREFETCH_LOCALITIES:
             raise VerifyException(f"sched.prefetch arg {arg}: expected a locality in "
                                   f"{list(PREFETCH_LOCALITIES)}, got {locality}")
+        if self.within is None:
+            return
+        if not self.within.data:
+            raise VerifyException(f"sched.prefetch arg {arg}: expected a loop name after "
+                                  "'within', got an empty one (omit 'within' to prefetch "
+                                  "before every load)")
+        _check_loop_name(self, self.within.data)
 
 
 # --------------------------------------------------------------------------
@@ -640,9 +661,10 @@ class Prefetch:
     dim: int
     ahead: int
     locality: int = 2
+    within: str | None = None  # None: before every load of the argument
 
     def to_op(self) -> PrefetchOp:
-        return PrefetchOp(self.arg, self.dim, self.ahead, self.locality)
+        return PrefetchOp(self.arg, self.dim, self.ahead, self.locality, self.within)
 
 
 Directive = (Split | Reorder | Unroll | Privatize | Distribute | Vectorize | Slp | Parallel

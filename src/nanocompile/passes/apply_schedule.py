@@ -91,7 +91,8 @@ def _apply_one(copy: loop.KernelOp, directive: sched.Directive, kernel: loop.Ker
     elif isinstance(directive, sched.Slp):
         slp(copy, directive.loop, directive.width)
     elif isinstance(directive, sched.Prefetch):
-        prefetch(copy, directive.arg, directive.dim, directive.ahead, directive.locality)
+        prefetch(copy, directive.arg, directive.dim, directive.ahead, directive.locality,
+                 directive.within)
     elif isinstance(directive, sched.Pack):
         if module is None or packs is None:
             raise ScheduleError(f"@{kernel.sym_name.data}: pack rewrites the program's "

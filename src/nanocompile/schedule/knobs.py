@@ -23,11 +23,16 @@ schedules from a few numbers and switches, ``ProjectionKnobs``:
   (``ROW_BLOCK_BYTES``; never searched: ``knob_space``);
 * ``slp``: an epilogue calling ``exp`` (gate/up's SiLU) runs 4 outputs to a
   vector (``sched.slp``);
-* ``prefetch``: elements ahead along ``k`` at which every load of the
-  weight is preceded by a software prefetch of its row (``sched.prefetch``,
-  into L2), 0 for none (by hand: the Zen 4 measured no gain in session 24;
-  on the Xeon a C probe of the bf16 decode tile read 14.4 GB/s without and
-  16.3-16.8 with, 512-2,048 ahead, any hint, session 31). Written in
+* ``prefetch``: elements ahead along ``k`` at which the loads of the weight
+  are preceded by a software prefetch of its row (``sched.prefetch``, into
+  L2), 0 for none (by hand: the Zen 4 measured no gain in session 24; on
+  the Xeon a C probe of the bf16 decode tile read 14.4 GB/s without and
+  16.3-16.8 with, 512-2,048 ahead, any hint, session 31). Only the loads
+  of the leftover rows (the peeled tail of the rows split, where decode's
+  one row runs and streams the weight) where a candidate splits the rows;
+  the prefill register tile reuses its weight tile from cache, and
+  prefetches there only cost issue slots (bf16 prefill at 128 tokens ran
+  0.94x the hand schedule's speed with them in the tile too). Written in
   ``text`` only when on, so points recorded before it read back the same.
 
 ``default_schedules(kernel, arch)`` uses ``hand_knobs`` (the hand-written

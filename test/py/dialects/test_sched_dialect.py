@@ -42,6 +42,7 @@ MATMUL = [
     Pack(1, 8),
     Distribute("k"),
     Prefetch(1, 2, 512, 2),
+    Prefetch(2, 0, 64, 3, "d0_tail"),
 ]
 
 MATMUL_TEXT = """\
@@ -59,6 +60,7 @@ sched.schedule @fused_matmul {
   sched.pack arg 1 tile 8
   sched.distribute "k"
   sched.prefetch arg 1 dim 2 ahead 512 locality 2
+  sched.prefetch arg 2 dim 0 ahead 64 locality 3 within "d0_tail"
 }"""
 
 
@@ -131,6 +133,13 @@ def test_defaults_are_the_absent_forms() -> None:
                                 '  "sched.parallel"() <{loop = "d0"}> : () -> ()\n'
                                 '}) : () -> ()'))
     assert back.directives() == [Parallel("d0", 1)]
+    assert Prefetch(1, 2, 512).within is None
+    assert str(Prefetch(1, 2, 512).to_op()) == "sched.prefetch arg 1 dim 2 ahead 512 locality 2"
+    (back,) = _schedules(_parse('"sched.schedule"() <{kernel = @f}> ({\n'
+                                '  "sched.prefetch"() <{arg = 1 : i64, dim = 2 : i64, '
+                                'ahead = 512 : i64, locality = 2 : i64}> : () -> ()\n'
+                                '}) : () -> ()'))
+    assert back.directives() == [Prefetch(1, 2, 512, 2, None)]
 
 
 def test_records_are_frozen_hashable_values() -> None:
@@ -150,6 +159,8 @@ def test_op_accessors() -> None:
     assert s.UnrollOp("k").factor_value is None
     assert s.UnrollOp("k", 4).factor_value == 4
     assert s.PackOp(1, 8).loop_names() == ()
+    assert s.PrefetchOp(1, 2, 512, 2).loop_names() == ()
+    assert s.PrefetchOp(1, 2, 512, 2, "d0_tail").loop_names() == ("d0_tail",)
     schedule = ScheduleOp.from_directives("f", MATMUL)
     assert [type(op) for op in schedule.directive_ops()] == [type(d.to_op()) for d in MATMUL]
 
@@ -248,6 +259,14 @@ ERRORS: list[tuple[str, list[Directive], str]] = [
      r"sched.prefetch arg 1: expected ahead >= 1, got 0"),
     ("prefetch locality 4", [Prefetch(1, 2, 512, 4)],
      r"sched.prefetch arg 1: expected a locality in \[0, 1, 2, 3\], got 4"),
+    ("prefetch within an empty name", [Prefetch(1, 2, 512, 2, "")],
+     r"sched.prefetch arg 1: expected a loop name after 'within', got an empty one"),
+    ("prefetch within a bad name", [Prefetch(1, 2, 512, 2, "d0 tail")],
+     rf"sched.prefetch: {NAME}, got 'd0 tail'"),
+    ("prefetch within a loop split away",
+     [Split("d0", 2, "d0o", "d0i", peel=True), Prefetch(1, 2, 512, 2, "d0")],
+     r"sched.schedule @f: sched.prefetch names loop 'd0', but loop 'd0' was split into "
+     r"'d0o', 'd0i' earlier"),
     ("loop directive after a prefetch", [Prefetch(1, 2, 512), Unroll("k", 2)],
      r"sched.schedule @f: sched.unroll follows a sched.prefetch; prefetches come last"),
     ("pack after a prefetch", [Prefetch(1, 2, 512), Prefetch(2, 0, 8), Pack(1, 8)],
@@ -279,7 +298,7 @@ def test_each_error_case_is_one_edit_from_valid() -> None:
         Split("d1", 2, "d1o", "d1i"), Vectorize("d1i", 4), Vectorize("d1o", 16),
         Reorder(("d0", "k")), Unroll("k", 2), Privatize("_k9"), Parallel("d0", 1),
         Pack(0, 2), Split("d1o", 2, "p0d0", "p0_d1"), Prefetch(0, 0, 1, 0),
-        Prefetch(1, 2, 512, 3),
+        Prefetch(1, 2, 512, 3), Prefetch(1, 2, 512, 2, "d0_tail"),
     ]).verify()
 
 

@@ -16,29 +16,38 @@ Claims:
 * ``knob_space`` offers 0, 512 and 2,048 for f32, bf16 and kernel-A
   projections;
 * with it on, every candidate ends with a ``sched.prefetch`` of the weight
-  (the argument of footprint ``[n, k]``) along its ``k`` index, and the first
-  candidate puts a ``loop.prefetch`` before every load of the weight;
+  (the argument of footprint ``[n, k]``) along its ``k`` index, within the
+  tail of the candidate's peeled split of the rows (``d0_tail``; ``d0r_tail``
+  in blocks of rows) where it has one, else unscoped (the fallbacks that
+  split no rows);
+* applied, such a candidate has no ``loop.prefetch`` in the whole-tile rows
+  loop (``d0o``: the prefill tile reuses its tile of W from cache) and one
+  before every load of the weight in the tail (decode's row streams W), none
+  anywhere else; the first candidate has some in its tail;
 * every such program is bitwise the independent reference (f32:
   ``_fma_reference.lanes_matmul`` plus the bias; bf16: the same on the
   weights widened by a shift; kernel A: ``_int8_reference.kernel_a``) at 1, 2
-  and 3 threads and 1, 2, 3 and 7 rows, on each vector arch this CPU runs
-  (skipped with the missing flag where it does not).
+  and 3 threads and 1, 2, 3 and 7 rows, and the hand program (the knob off)
+  at 1, 7 and 64 rows, on each vector arch this CPU runs (skipped with the
+  missing flag where it does not).
 """
 
 from __future__ import annotations
 
 import pytest
 from _arches import arch_params
-from _numerics import rng_for
+from _numerics import assert_bitwise, random_f32, rng_for
 from _schedule_helpers import (
     assert_projection_bitwise,
     bf16_projection,
     f32_projection,
     kernel_a_projection,
+    projection_weights,
 )
 from _schedule_helpers import only_kernel as _kernel
 from _schedule_helpers import scheduled_copy as _scheduled
 
+from nanocompile.compiler import compile_loop
 from nanocompile.dialects import loop, sched
 from nanocompile.schedule.defaults import default_schedules, hand_knobs, knob_space
 from nanocompile.schedule.knobs import ProjectionKnobs
@@ -96,12 +105,84 @@ def test_prefetch_knob_prefetches_the_weight_rows_bitwise(arch: Arch, fmt: str,
         assert isinstance(last, sched.Prefetch), (fmt, candidate)
         assert (last.arg, last.ahead) == (w_arg, ahead)
     scheduled = _scheduled(module, candidates[0])  # it applies
-    body = _kernel(scheduled)
-    w_ptr = body.body.block.args[w_arg]
-    for op in body.walk():
-        if isinstance(op, loop.LoadOp) and op.ptr is w_ptr:
-            before = op.prev_op
-            assert isinstance(before, loop.PrefetchOp), fmt
-            assert before.ptr is w_ptr, fmt
+    assert _prefetched_in_the_tail(_kernel(scheduled), w_arg, candidates[0]) > 0, fmt
     assert_projection_bitwise(scheduled, fmt, N, k, rng_for(f"prefetch knob {fmt}", ahead),
                               f"{fmt} {arch.name} prefetch {ahead}")
+
+
+def _rows_tail(candidate: list[sched.Directive]) -> str | None:
+    """The tail loop of the candidate's peeled split of the rows (``d0``, or the
+    rows of a block, ``d0r``), None when it splits no rows."""
+    (tail,) = {f"{d.loop}_tail" for d in candidate
+               if isinstance(d, sched.Split) and d.peel and d.loop in ("d0", "d0r")} or {None}
+    return tail
+
+
+def _loops(kernel: loop.KernelOp, name: str) -> list[loop.ForOp]:
+    return [op for op in kernel.walk() if isinstance(op, loop.ForOp)
+            and op.loop_name.data == name]
+
+
+def _prefetched_in_the_tail(body: loop.KernelOp, w_arg: int,
+                            candidate: list[sched.Directive]) -> int:
+    """Check that ``body`` (``candidate`` applied) prefetches the weight before
+    each of its loads in the candidate's rows tail and nowhere else (none in
+    the whole-tile rows loop ``d0o``); the number of prefetches."""
+    tail = _rows_tail(candidate)
+    assert tail is not None, candidate
+    (tail_loop,) = _loops(body, tail)
+    (tile,) = _loops(body, "d0o")
+    assert not any(isinstance(op, loop.PrefetchOp) for op in tile.walk()), candidate
+    prefetches = [op for op in body.walk() if isinstance(op, loop.PrefetchOp)]
+    in_tail = [op for op in tail_loop.walk() if isinstance(op, loop.PrefetchOp)]
+    assert len(prefetches) == len(in_tail), candidate
+    w_ptr = body.body.block.args[w_arg]
+    for op in tail_loop.walk():
+        if isinstance(op, loop.LoadOp) and op.ptr is w_ptr:
+            assert isinstance(op.prev_op, loop.PrefetchOp), candidate
+            assert op.prev_op.ptr is w_ptr, candidate
+    return len(in_tail)
+
+
+@pytest.mark.parametrize("arch", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize(("fmt", "k"), [("f32", 64), ("bf16", 64), ("kernel A", 72),
+                                        ("f32", 4864)])  # 4,864: blocks of rows (d0r)
+def test_prefetch_knob_scopes_the_prefetch_to_the_leftover_rows(arch: Arch, fmt: str,
+                                                                k: int) -> None:
+    module = BUILDERS[fmt](k, N)
+    kernel = _kernel(module)
+    hand = hand_knobs(kernel, arch)
+    assert hand is not None
+    candidates = default_schedules(kernel, arch, knobs=hand.replace(prefetch=512))
+    assert _rows_tail(candidates[0]) == ("d0r_tail" if k == 4864 else "d0_tail")
+    assert _rows_tail(candidates[-1]) is None  # the fallback: no rows split
+    w_arg = _weight_arg(kernel, k)
+    for candidate in candidates:
+        last = candidate[-1]
+        assert isinstance(last, sched.Prefetch), candidate
+        assert last.within == _rows_tail(candidate), candidate
+        if last.within is not None:
+            body = _kernel(_scheduled(module, candidate))
+            assert _prefetched_in_the_tail(body, w_arg, candidate) > 0, candidate
+
+
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
+@pytest.mark.parametrize("fmt", sorted(BUILDERS))
+def test_prefetch_knob_program_is_bitwise_the_hand_program(arch: Arch, fmt: str) -> None:
+    k = K[fmt]
+    module = BUILDERS[fmt](k, N)
+    kernel = _kernel(module)
+    hand = hand_knobs(kernel, arch)
+    assert hand is not None
+    rng = rng_for(f"prefetch knob against hand {fmt} {arch.name}", 0)
+    w = projection_weights(fmt, rng, N, k)
+    programs = [compile_loop(_scheduled(module, default_schedules(kernel, arch, knobs=knobs)[0]),
+                             w)
+                for knobs in (hand, hand.replace(prefetch=512))]
+    for threads in (1, 2):
+        for program in programs:
+            assert program.set_threads(threads) == threads
+        for seq in (1, 7, 64):
+            x = random_f32(rng, (seq, k), specials=False)
+            want, got = (program.run({"x": x})["y"] for program in programs)
+            assert_bitwise(got, want, f"{fmt} {arch.name}, seq {seq}, {threads} threads")

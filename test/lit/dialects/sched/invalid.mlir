@@ -228,6 +228,14 @@ sched.schedule @f {
 
 // -----
 
+// prefetch: within an empty loop name
+sched.schedule @f {
+  sched.prefetch arg 1 dim 2 ahead 512 locality 2 within ""
+}
+// CHECK: error: sched.prefetch arg 1: expected a loop name after 'within', got an empty one (omit 'within' to prefetch before every load)
+
+// -----
+
 // prefetch: a loop directive after it (it would drop the prefetches)
 sched.schedule @f {
   sched.prefetch arg 1 dim 2 ahead 512 locality 2

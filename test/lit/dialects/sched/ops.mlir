@@ -46,6 +46,7 @@ builtin.module {
     sched.parallel "d2" grain 1
     sched.pack arg 0 tile 2
     sched.prefetch arg 1 dim 2 ahead 512 locality 2
+    sched.prefetch arg 1 dim 2 ahead 64 locality 3 within "d0_tail"
   }
   sched.schedule @unscheduled {
   }
@@ -74,6 +75,7 @@ builtin.module {
 // CHECK-NEXT:    sched.parallel "d2"
 // CHECK-NEXT:    sched.pack arg 0 tile 2
 // CHECK-NEXT:    sched.prefetch arg 1 dim 2 ahead 512 locality 2
+// CHECK-NEXT:    sched.prefetch arg 1 dim 2 ahead 64 locality 3 within "d0_tail"
 // CHECK-NEXT:  }
 // CHECK-NEXT:  sched.schedule @unscheduled {
 // CHECK-NEXT:  }
@@ -96,6 +98,7 @@ builtin.module {
 // GENERIC-NEXT:   "sched.parallel"() <{loop = "d2", grain = 1 : i64}> : () -> ()
 // GENERIC-NEXT:   "sched.pack"() <{arg = 0 : i64, tile = 2 : i64}> : () -> ()
 // GENERIC-NEXT:   "sched.prefetch"() <{arg = 1 : i64, dim = 2 : i64, ahead = 512 : i64, locality = 2 : i64}> : () -> ()
+// GENERIC-NEXT:   "sched.prefetch"() <{arg = 1 : i64, dim = 2 : i64, ahead = 64 : i64, locality = 3 : i64, within = "d0_tail"}> : () -> ()
 // GENERIC:      }) {tuned = "by hand"} : () -> ()
 // GENERIC-NEXT: "sched.schedule"() <{kernel = @unscheduled}> ({
 // GENERIC-NEXT:   ^bb0:
