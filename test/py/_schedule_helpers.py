@@ -136,6 +136,19 @@ def bf16_projection(k: int, n: int) -> ModuleOp:
     return lower_to_loop(optimize_graph(gb.finish_module()))
 
 
+def kernel_b_projection(k: int, n: int) -> ModuleOp:
+    """spec §5 kernel B's integer core and per-block FMA (``graph.matmul_i8``):
+    ``total`` of quantized activations ``xq`` (i8 ``[seq, k]``) with their
+    block scales ``xs`` (f32 ``[seq, ceil(k / 32)]``) against an int8 weight
+    ``q`` ``[n, k]``, lowered to one kernel."""
+    gb = GraphBuilder("kernel_b")
+    xq = gb.input("xq", "i8", ["seq", k])
+    xs = gb.input("xs", "f32", ["seq", -(-k // 32)])
+    q = gb.weight("q", [n, k], "i8")
+    gb.output("y", gb.add(g.MatmulI8Op(xq.value, xs.value, q.T.value)))
+    return lower_to_loop(optimize_graph(gb.finish_module()))
+
+
 def projection_weights(fmt: str, rng: np.random.Generator, n: int, k: int
                        ) -> dict[str, np.ndarray]:
     """Random weights of an ``fmt`` projection ("f32", "bf16" or "kernel A")."""

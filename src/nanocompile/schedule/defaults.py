@@ -75,7 +75,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.ir import Block, BlockArgument
+from xdsl.ir import Block, BlockArgument, SSAValue
 
 from nanocompile.dialects import loop, sched
 from nanocompile.schedule.knobs import KNOB_VALUES, ProjectionKnobs
@@ -363,10 +363,22 @@ def _weight_prefetch(columns: loop.ForOp, ahead: int, within: str | None = None
     column, lane = columns.body.block.args[0], k.body.block.args[0]
     for op, arg in _read_only_loads(k):
         indices = list(op.indices)
-        if column in indices and lane in indices:
-            return [sched.Prefetch(arg, indices.index(lane), ahead,
-                                   WEIGHT_PREFETCH_LOCALITY, within)]
+        along = [i for i, index in enumerate(indices) if _along_lanes(index, lane)]
+        if column in indices and along:
+            return [sched.Prefetch(arg, along[0], ahead, WEIGHT_PREFETCH_LOCALITY, within)]
     return []
+
+
+def _along_lanes(index: SSAValue, lane: SSAValue) -> bool:
+    """``index`` is the lanes loop's index, or it times a constant: spec §5
+    kernel B loads its weight's groups of 4 at ``4 * k`` (``loop.dot4``), so a
+    prefetch ``ahead`` elements along that index runs ``ahead`` int8 ahead."""
+    if index is lane:
+        return True
+    owner = index.owner
+    return (isinstance(owner, arith.MuliOp)
+            and any(a is lane and isinstance(b.owner, arith.ConstantOp)
+                    for a, b in ((owner.lhs, owner.rhs), (owner.rhs, owner.lhs))))
 
 
 def _rows_tail(candidate: list[sched.Directive], rows: str | None) -> str | None:

@@ -34,6 +34,8 @@ schedules from a few numbers and switches, ``ProjectionKnobs``:
   prefetches there only cost issue slots (bf16 prefill at 128 tokens ran
   0.94x the hand schedule's speed with them in the tile too). Written in
   ``text`` only when on, so points recorded before it read back the same.
+  Every weight format has it: kernel B's weight loads index ``k`` as ``4 *
+  k`` (groups of 4 int8), and its ``ahead`` counts int8 along that index.
 
 ``default_schedules(kernel, arch)`` uses ``hand_knobs`` (the hand-written
 point, byte for byte the schedules before knobs existed);

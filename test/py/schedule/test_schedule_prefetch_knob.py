@@ -13,8 +13,9 @@ Claims:
 * the hand point has it off and writes no ``prefetch=`` in its text (points
   recorded before the knob read back unchanged); a point with it on round
   trips through ``text``/``parse``; a negative or huge one is refused;
-* ``knob_space`` offers 0, 512 and 2,048 for f32, bf16 and kernel-A
-  projections;
+* ``knob_space`` offers 0, 512 and 2,048 for f32, bf16, kernel-A and
+  kernel-B projections (kernel B's weight loads index ``k`` as ``4 * k``:
+  its prefetch runs along that index, ``ahead`` int8 ahead);
 * with it on, every candidate ends with a ``sched.prefetch`` of the weight
   (the argument of footprint ``[n, k]``) along its ``k`` index, within the
   tail of the candidate's peeled split of the rows (``d0_tail``; ``d0r_tail``
@@ -28,24 +29,30 @@ Claims:
   ``_fma_reference.lanes_matmul`` plus the bias; bf16: the same on the
   weights widened by a shift; kernel A: ``_int8_reference.kernel_a``) at 1, 2
   and 3 threads and 1, 2, 3 and 7 rows, and the hand program (the knob off)
-  at 1, 7 and 64 rows, on each vector arch this CPU runs (skipped with the
-  missing flag where it does not).
+  at 1, 7 and 64 rows; kernel B's bitwise ``_int8_reference.kernel_b_total``
+  and its hand program at 1, 7 and 64 rows, 1, 2 and 3 threads; on each
+  vector arch this CPU runs (skipped with the missing flag where it does
+  not).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from _arches import arch_params
+from _int8_reference import kernel_b_total
 from _numerics import assert_bitwise, random_f32, rng_for
 from _schedule_helpers import (
     assert_projection_bitwise,
     bf16_projection,
     f32_projection,
     kernel_a_projection,
+    kernel_b_projection,
     projection_weights,
 )
 from _schedule_helpers import only_kernel as _kernel
 from _schedule_helpers import scheduled_copy as _scheduled
+from xdsl.dialects import arith
 
 from nanocompile.compiler import compile_loop
 from nanocompile.dialects import loop, sched
@@ -186,3 +193,44 @@ def test_prefetch_knob_program_is_bitwise_the_hand_program(arch: Arch, fmt: str)
             x = random_f32(rng, (seq, k), specials=False)
             want, got = (program.run({"x": x})["y"] for program in programs)
             assert_bitwise(got, want, f"{fmt} {arch.name}, seq {seq}, {threads} threads")
+
+
+KB_K = 160  # 5 blocks of 32: four in the accumulators, one left over into acc0
+
+
+@pytest.mark.parametrize("arch", arch_params((AVX2, AVX512), quick_on_host_only=True))
+def test_prefetch_knob_on_kernel_b_runs_along_its_groups_of_four(arch: Arch) -> None:
+    module = kernel_b_projection(KB_K, N)
+    kernel = _kernel(module)
+    hand = hand_knobs(kernel, arch)
+    assert hand is not None
+    assert hand.prefetch == 0
+    assert knob_space(kernel, arch)["prefetch"] == (0, 512, 2048)
+    w_arg = _weight_arg(kernel, KB_K)
+    (load,) = [op for op in kernel.walk()
+               if isinstance(op, loop.LoadOp) and op.ptr is kernel.body.block.args[w_arg]]
+    k_dim = [i for i, index in enumerate(load.indices)
+             if isinstance(index.owner, arith.MuliOp)]  # 4 * k: the groups of four
+    candidates = default_schedules(kernel, arch, knobs=hand.replace(prefetch=512))
+    for candidate in candidates:
+        last = candidate[-1]
+        assert isinstance(last, sched.Prefetch), candidate
+        assert (last.arg, [last.dim], last.ahead) == (w_arg, k_dim, 512), candidate
+    body = _kernel(_scheduled(module, candidates[0]))
+    assert _prefetched_in_the_tail(body, w_arg, candidates[0]) > 0
+    rng = rng_for(f"prefetch knob kernel B {arch.name}", 0)
+    q = rng.integers(-127, 128, (N, KB_K)).astype(np.int8)
+    programs = [compile_loop(_scheduled(module, default_schedules(kernel, arch, knobs=knobs)[0]),
+                             {"q": q})
+                for knobs in (hand, hand.replace(prefetch=512))]
+    for threads in (1, 2, 3):
+        for program in programs:
+            assert program.set_threads(threads) == threads
+        for seq in (1, 7, 64):
+            xq = rng.integers(-127, 128, (seq, KB_K)).astype(np.int8)
+            xs = rng.uniform(0.5, 2.0, (seq, KB_K // 32)).astype(np.float32)
+            want = kernel_b_total(xq, xs, q)
+            for name, program in zip(("hand", "prefetch"), programs, strict=True):
+                got = program.run({"xq": xq, "xs": xs})["y"]
+                assert_bitwise(got, want, f"kernel B {name} {arch.name}, seq {seq}, "
+                                          f"{threads} threads")
