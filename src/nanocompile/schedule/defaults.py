@@ -71,7 +71,7 @@ With a scalar arch (``NANOCOMPILE_ARCH=scalar``) only the pool is used.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -351,12 +351,11 @@ def _read_only_loads(for_op: loop.ForOp) -> Iterator[tuple[loop.LoadOp, int]]:
             yield op, op.ptr.index
 
 
-def _weight_prefetch(columns: loop.ForOp, ahead: int, within: str | None = None
-                     ) -> list[sched.Directive]:
+def _weight_prefetch(columns: loop.ForOp, ahead: int) -> list[sched.Prefetch]:
     """A ``sched.prefetch`` ``ahead`` elements along ``k`` of the weight: the
     argument the lanes loop ``k`` under ``columns`` loads at both loops'
-    indices (a row of W), and only reads; only in the loop ``within`` if given
-    (``_rows_tail``). Empty when there is none."""
+    indices (a row of W), and only reads; unscoped (``default_schedules``
+    scopes it per candidate: ``_rows_tail``). Empty when there is none."""
     k = _k_loop(columns)
     if k is None:
         return []
@@ -365,7 +364,7 @@ def _weight_prefetch(columns: loop.ForOp, ahead: int, within: str | None = None
         indices = list(op.indices)
         along = [i for i, index in enumerate(indices) if _along_lanes(index, lane)]
         if column in indices and along:
-            return [sched.Prefetch(arg, along[0], ahead, WEIGHT_PREFETCH_LOCALITY, within)]
+            return [sched.Prefetch(arg, along[0], ahead, WEIGHT_PREFETCH_LOCALITY)]
     return []
 
 
@@ -580,7 +579,8 @@ def default_schedules(kernel: loop.KernelOp, arch: Arch | None = None,
             candidates.append([parallel])
         if knobs is not None and knobs.prefetch:  # last: after every loop directive
             rows = nest[0].loop_name.data if len(nest) == 2 else None
-            candidates = [[*c, *_weight_prefetch(nest[-1], knobs.prefetch, _rows_tail(c, rows))]
+            ahead = _weight_prefetch(nest[-1], knobs.prefetch)  # found once, scoped per candidate
+            candidates = [[*c, *(replace(p, within=_rows_tail(c, rows)) for p in ahead)]
                           for c in candidates]
     else:
         candidates += _row_candidates(kernel, nest, arch)
