@@ -2,8 +2,9 @@
 kernel, a loop by name, a copy of a module with directives applied, a refusal
 that leaves the kernel as it was, the value of index arithmetic at given loop
 indices, spec §5 kernel A's projection as a one-kernel module (and f32 and bf16
-ones, with random weights and the independent reference for each), and a
-plain row-dot kernel in Loop IR text (``ROWS_KERNEL``)."""
+ones, with random weights and the independent reference for each; kernel B's
+integer core and per-block FMA too), and a plain row-dot kernel in Loop IR
+text (``ROWS_KERNEL``)."""
 
 from __future__ import annotations
 
